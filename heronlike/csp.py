@@ -1,0 +1,244 @@
+"""The constraint satisfaction problem (CSP) of a schedule space.
+
+Heron (ASPLOS'23, §4.2, Table 7) describes a schedule space by integer variables and six kinds
+of constraints: PROD, SUM, EQ, LE, IN and SELECT. This module holds them as small, frozen,
+printable records, independent of any solver: :mod:`heronlike.sampler` is the only module that
+turns a :class:`CSP` into an OR-Tools CP-SAT model, and :meth:`CSP.violations` re-checks any
+assignment in plain Python.
+
+An *operand* is either the name of a variable (``str``) or an integer constant (``int``).
+An *assignment* maps every variable name to an ``int``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+Operand = str | int
+Assignment = Mapping[str, int]
+
+
+def _value(op: Operand, a: Assignment) -> int:
+    return op if isinstance(op, int) else a[op]
+
+
+def _text(op: Operand) -> str:
+    return str(op)
+
+
+@dataclass(frozen=True)
+class Var:
+    """An integer variable with the inclusive range ``[lo, hi]``.
+
+    ``knob`` marks a tunable parameter (a split factor, a compute location, an unroll depth):
+    explorers vary knobs; every other variable is derived from knobs by constraints.
+    """
+
+    name: str
+    lo: int
+    hi: int
+    knob: bool = False
+    doc: str = ""
+
+    def __str__(self) -> str:
+        kind = "knob" if self.knob else "var"
+        note = f"  # {self.doc}" if self.doc else ""
+        return f"{kind} {self.name} in [{self.lo}, {self.hi}]{note}"
+
+
+@dataclass(frozen=True)
+class Prod:
+    """PROD: ``target == factors[0] * factors[1] * ...``."""
+
+    target: Operand
+    factors: tuple[Operand, ...]
+
+    def operands(self) -> tuple[Operand, ...]:
+        return (self.target, *self.factors)
+
+    def holds(self, a: Assignment) -> bool:
+        return _value(self.target, a) == math.prod(_value(f, a) for f in self.factors)
+
+    def __str__(self) -> str:
+        return f"PROD {_text(self.target)} == " + " * ".join(map(_text, self.factors))
+
+
+@dataclass(frozen=True)
+class Sum:
+    """SUM: ``target == sum(coeffs[i] * terms[i])`` (coefficients default to 1)."""
+
+    target: Operand
+    terms: tuple[Operand, ...]
+    coeffs: tuple[int, ...] | None = None
+
+    def operands(self) -> tuple[Operand, ...]:
+        return (self.target, *self.terms)
+
+    def weights(self) -> tuple[int, ...]:
+        return self.coeffs if self.coeffs is not None else (1,) * len(self.terms)
+
+    def holds(self, a: Assignment) -> bool:
+        total = sum(c * _value(t, a) for c, t in zip(self.weights(), self.terms, strict=True))
+        return _value(self.target, a) == total
+
+    def __str__(self) -> str:
+        parts = [
+            f"{c}*{_text(t)}" if c != 1 else _text(t) for c, t in zip(self.weights(), self.terms)
+        ]
+        return f"SUM {_text(self.target)} == " + " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class Eq:
+    """EQ: ``a == b``."""
+
+    a: Operand
+    b: Operand
+
+    def operands(self) -> tuple[Operand, ...]:
+        return (self.a, self.b)
+
+    def holds(self, a: Assignment) -> bool:
+        return _value(self.a, a) == _value(self.b, a)
+
+    def __str__(self) -> str:
+        return f"EQ {_text(self.a)} == {_text(self.b)}"
+
+
+@dataclass(frozen=True)
+class Le:
+    """LE: ``a <= b``."""
+
+    a: Operand
+    b: Operand
+
+    def operands(self) -> tuple[Operand, ...]:
+        return (self.a, self.b)
+
+    def holds(self, a: Assignment) -> bool:
+        return _value(self.a, a) <= _value(self.b, a)
+
+    def __str__(self) -> str:
+        return f"LE {_text(self.a)} <= {_text(self.b)}"
+
+
+@dataclass(frozen=True)
+class In:
+    """IN: ``var`` takes one of ``values`` (candidates, Heron's AddCandidates)."""
+
+    var: str
+    values: tuple[int, ...]
+
+    def operands(self) -> tuple[Operand, ...]:
+        return (self.var,)
+
+    def holds(self, a: Assignment) -> bool:
+        return a[self.var] in self.values
+
+    def __str__(self) -> str:
+        return f"IN {self.var} in {{{', '.join(map(str, self.values))}}}"
+
+
+@dataclass(frozen=True)
+class Select:
+    """SELECT: ``target == options[index]`` (Heron's AddStageFuse picks a compute location)."""
+
+    target: Operand
+    index: str
+    options: tuple[Operand, ...]
+
+    def operands(self) -> tuple[Operand, ...]:
+        return (self.target, self.index, *self.options)
+
+    def holds(self, a: Assignment) -> bool:
+        i = a[self.index]
+        return 0 <= i < len(self.options) and _value(self.target, a) == _value(self.options[i], a)
+
+    def __str__(self) -> str:
+        opts = ", ".join(map(_text, self.options))
+        return f"SELECT {_text(self.target)} == [{opts}][{self.index}]"
+
+
+Constraint = Prod | Sum | Eq | Le | In | Select
+
+
+@dataclass
+class CSP:
+    """Variables and constraints of one schedule space (Heron §4.2).
+
+    Build it with :meth:`var` and :meth:`add`; print it with ``str(csp)``; check an assignment
+    with :meth:`violations`. Variable order is creation order, which is also the feature order of
+    the cost model.
+
+    Raises:
+        ValueError: on a duplicate variable name, an empty range, or a constraint that names an
+            unknown variable.
+    """
+
+    vars: dict[str, Var] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+
+    def var(self, name: str, lo: int, hi: int, *, knob: bool = False, doc: str = "") -> str:
+        """Declare the integer variable ``name`` in ``[lo, hi]`` and return its name."""
+        if name in self.vars:
+            raise ValueError(f"duplicate CSP variable {name!r}")
+        if lo > hi:
+            raise ValueError(f"empty range [{lo}, {hi}] for CSP variable {name!r}")
+        self.vars[name] = Var(name, int(lo), int(hi), knob, doc)
+        return name
+
+    def add(self, constraint: Constraint) -> Constraint:
+        """Append ``constraint`` after checking that its variables exist."""
+        for op in constraint.operands():
+            if isinstance(op, str) and op not in self.vars:
+                raise ValueError(f"constraint {constraint} names unknown variable {op!r}")
+        self.constraints.append(constraint)
+        return constraint
+
+    def extend(self, constraints: Iterable[Constraint]) -> CSP:
+        """A new CSP holding this one's variables and constraints plus ``constraints``.
+
+        This is how the constraint-based GA (Heron §5, Algorithm 3) derives a child CSP from
+        CSP_initial: the original is never modified.
+        """
+        child = CSP(dict(self.vars), list(self.constraints))
+        for c in constraints:
+            child.add(c)
+        return child
+
+    @property
+    def knobs(self) -> list[str]:
+        """Names of the tunable variables, in creation order."""
+        return [v.name for v in self.vars.values() if v.knob]
+
+    def candidates(self, name: str) -> tuple[int, ...]:
+        """The values ``name`` may take by its range and its IN constraints (not the others)."""
+        var = self.vars[name]
+        allowed: set[int] | None = None
+        for c in self.constraints:
+            if isinstance(c, In) and c.var == name:
+                allowed = set(c.values) if allowed is None else allowed & set(c.values)
+        if allowed is None:
+            return tuple(range(var.lo, var.hi + 1))
+        return tuple(sorted(v for v in allowed if var.lo <= v <= var.hi))
+
+    def violations(self, a: Assignment) -> list[str]:
+        """Every range or constraint that ``a`` breaks, as text; empty when ``a`` is valid.
+
+        Raises:
+            KeyError: if ``a`` misses a variable.
+        """
+        bad = [str(v) for v in self.vars.values() if not v.lo <= a[v.name] <= v.hi]
+        bad += [str(c) for c in self.constraints if not c.holds(a)]
+        return bad
+
+    def __str__(self) -> str:
+        lines = [
+            f"# CSP: {len(self.vars)} variables ({len(self.knobs)} knobs), "
+            f"{len(self.constraints)} constraints"
+        ]
+        lines += [str(v) for v in self.vars.values()]
+        lines += [str(c) for c in self.constraints]
+        return "\n".join(lines)

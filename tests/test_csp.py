@@ -1,0 +1,119 @@
+"""Plain-Python semantics of heronlike.csp: constraint checks, texts, CSP building rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from heronlike.csp import CSP, Eq, In, Le, Prod, Select, Sum, Var
+
+
+def test_var_text() -> None:
+    assert str(Var("m0", 1, 64, knob=True, doc="outer M")) == "knob m0 in [1, 64]  # outer M"
+    assert str(Var("t", 0, 9)) == "var t in [0, 9]"
+
+
+@pytest.mark.parametrize(
+    ("constraint", "good", "bad", "text"),
+    [
+        (Prod(12, ("x", "y", 2)), {"x": 3, "y": 2}, {"x": 2, "y": 2}, "PROD 12 == x * y * 2"),
+        (Prod("t", ("x",)), {"t": 5, "x": 5}, {"t": 5, "x": 4}, "PROD t == x"),
+        (
+            Sum("t", ("x", "y", 4), (2, -1, 1)),
+            {"t": 7, "x": 3, "y": 3},
+            {"t": 7, "x": 3, "y": 2},
+            "SUM t == 2*x + -1*y + 4",
+        ),
+        (Sum(5, ("x", "y")), {"x": 2, "y": 3}, {"x": 2, "y": 2}, "SUM 5 == x + y"),
+        (Eq("x", 16), {"x": 16}, {"x": 15}, "EQ x == 16"),
+        (Eq("x", "y"), {"x": 2, "y": 2}, {"x": 2, "y": 3}, "EQ x == y"),
+        (Le("x", 28), {"x": 28}, {"x": 29}, "LE x <= 28"),
+        (Le(2, "x"), {"x": 2}, {"x": 1}, "LE 2 <= x"),
+        (In("x", (1, 2, 4)), {"x": 4}, {"x": 3}, "IN x in {1, 2, 4}"),
+        (
+            Select("t", "i", ("x", 7)),
+            {"t": 7, "i": 1, "x": 0},
+            {"t": 7, "i": 0, "x": 0},
+            "SELECT t == [x, 7][i]",
+        ),
+    ],
+)
+def test_constraint_holds_and_text(constraint, good, bad, text) -> None:
+    assert constraint.holds(good)
+    assert not constraint.holds(bad)
+    assert str(constraint) == text
+
+
+def test_select_index_out_of_range_fails() -> None:
+    c = Select("t", "i", ("x", 7))
+    assert not c.holds({"t": 7, "i": 2, "x": 7})
+    assert not c.holds({"t": 7, "i": -1, "x": 7})
+
+
+def _small() -> CSP:
+    csp = CSP()
+    x = csp.var("x", 1, 8, knob=True)
+    csp.var("t", 1, 64)
+    y = csp.var("y", 1, 8, knob=True)
+    csp.add(Prod("t", (x, y)))
+    csp.add(Le("t", 16))
+    return csp
+
+
+def test_violations_lists_ranges_and_constraints() -> None:
+    csp = _small()
+    assert csp.violations({"x": 2, "y": 8, "t": 16}) == []
+    assert csp.violations({"x": 4, "y": 8, "t": 32}) == ["LE t <= 16"]
+    assert csp.violations({"x": 9, "y": 1, "t": 9}) == ["knob x in [1, 8]"]
+    with pytest.raises(KeyError):
+        csp.violations({"x": 1, "y": 1})
+
+
+def test_knobs_in_creation_order_and_candidates() -> None:
+    csp = _small()
+    assert csp.knobs == ["x", "y"]
+    assert list(csp.vars) == ["x", "t", "y"]
+    assert csp.candidates("x") == tuple(range(1, 9))
+    csp.add(In("x", (1, 2, 4, 8, 16)))
+    csp.add(In("x", (2, 4, 16, 3)))
+    assert csp.candidates("x") == (2, 4)
+
+
+def test_duplicate_or_empty_var_raises() -> None:
+    csp = _small()
+    with pytest.raises(ValueError, match="duplicate"):
+        csp.var("x", 1, 2)
+    with pytest.raises(ValueError, match="empty range"):
+        csp.var("z", 3, 2)
+
+
+def test_unknown_variable_raises() -> None:
+    csp = _small()
+    with pytest.raises(ValueError, match="unknown variable 'nope'"):
+        csp.add(Le("nope", 3))
+    with pytest.raises(ValueError, match="unknown variable"):
+        csp.extend([In("nope", (1,))])
+    assert len(csp.constraints) == 2
+
+
+def test_extend_leaves_original_untouched() -> None:
+    csp = _small()
+    before = (dict(csp.vars), list(csp.constraints), str(csp))
+    child = csp.extend([In("x", (1, 2)), Le("y", 3)])
+    assert (dict(csp.vars), list(csp.constraints), str(csp)) == before
+    assert child.constraints[:2] == csp.constraints
+    assert child.constraints[2:] == [In("x", (1, 2)), Le("y", 3)]
+    assert child.candidates("x") == (1, 2)
+    child.var("extra", 0, 1)
+    assert "extra" not in csp.vars
+
+
+def test_csp_text() -> None:
+    text = str(_small()).splitlines()
+    assert text[0] == "# CSP: 3 variables (2 knobs), 2 constraints"
+    assert text[1:] == [
+        "knob x in [1, 8]",
+        "var t in [1, 64]",
+        "knob y in [1, 8]",
+        "PROD t == x * y",
+        "LE t <= 16",
+    ]
