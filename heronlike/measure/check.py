@@ -1,0 +1,57 @@
+"""Output comparison shared by the runner worker and the tune loop's final check.
+
+Kept free of TVM imports so it is cheap to load in any process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["compare"]
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, rtol: float) -> str | None:
+    """Compare a computed output with its expected value.
+
+    Args:
+        actual: the array the candidate produced.
+        expected: the reference array.
+        rtol: relative tolerance. ``0`` (or less) demands exact equality (use it for integer
+            outputs, which must be bit-exact); otherwise ``np.allclose(actual, expected,
+            rtol=rtol, atol=rtol)`` semantics apply element-wise. NaNs never compare equal.
+
+    Returns:
+        ``None`` when the arrays match, else a short one-line message naming the shape or dtype
+        mismatch, or the maximum absolute error, the number of mismatching elements and the
+        first mismatching index with both values.
+    """
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    if actual.shape != expected.shape:
+        return f"shape mismatch: got {actual.shape}, expected {expected.shape}"
+    if actual.size == 0:
+        return None
+    if rtol > 0:
+        a = actual.astype(np.float64, copy=False)
+        e = expected.astype(np.float64, copy=False)
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = ~np.isclose(a, e, rtol=rtol, atol=rtol, equal_nan=False)
+    else:
+        if actual.dtype != expected.dtype and not np.can_cast(
+            actual.dtype, expected.dtype, casting="same_kind"
+        ):
+            return f"dtype mismatch: got {actual.dtype}, expected {expected.dtype}"
+        bad = actual != expected
+        if np.issubdtype(actual.dtype, np.floating):
+            bad |= np.isnan(actual)
+    n_bad = int(np.count_nonzero(bad))
+    if n_bad == 0:
+        return None
+    first = tuple(int(x) for x in np.argwhere(bad)[0])
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    max_err = float(np.nanmax(diff)) if not np.all(np.isnan(diff)) else float("nan")
+    return (
+        f"{n_bad}/{actual.size} elements differ (rtol={rtol:g}); max abs error {max_err:.6g}; "
+        f"first at {first}: got {actual[first].item()!r}, expected {expected[first].item()!r}"
+    )

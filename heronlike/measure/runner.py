@@ -1,0 +1,502 @@
+"""Run built candidates in one persistent, isolated worker process and time them.
+
+Failures are data, never exceptions: a candidate that raises, segfaults, hangs or computes a
+wrong result yields a :class:`RunResult` whose ``error_kind`` says so, the worker is replaced if
+it died or hung, and the next candidate runs normally.
+
+Measurements are strictly serialised: one candidate at a time, in one worker process whose
+thread environment (``TVM_NUM_THREADS``, ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+``MKL_NUM_THREADS``) is fixed when it starts, so a kernel's ``parallel`` loops use exactly
+``num_threads`` threads (TVM otherwise halves ``hardware_concurrency()`` on x86).
+
+This module also holds the process plumbing shared with :mod:`heronlike.measure.builder`:
+:class:`ManagedWorker` (a :class:`tvm.support.popen_pool.PopenWorker` that does not inherit
+stdin, has a parent-side watchdog and is killed at interpreter exit), :func:`thread_env`,
+:func:`short_error` and :func:`run_in_subprocess`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import select
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tvm.support.popen_pool import PopenWorker
+
+__all__ = [
+    "LocalRunner",
+    "ManagedWorker",
+    "RunInput",
+    "RunResult",
+    "run_in_subprocess",
+    "short_error",
+    "thread_env",
+]
+
+#: Extra seconds the parent waits past a call's timeout before it declares the worker hung and
+#: kills it. The worker enforces the timeout itself (a watchdog thread); this only matters when
+#: the worker cannot answer at all (e.g. a C loop that holds the GIL).
+WATCHDOG_GRACE_S = 2.0
+
+_THREAD_VARS = ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+# ------------------------------------------------------------------------------------------------
+# process plumbing
+
+
+def thread_env(num_threads: int | None) -> dict[str, str]:
+    """The environment variables that pin a measuring process to ``num_threads`` threads.
+
+    ``None`` means ``os.cpu_count()``. Covers the TVM runtime pool, OpenMP (torch), OpenBLAS and
+    MKL (numpy). They must be in the environment before the process first runs a kernel (BLAS
+    libraries read them when they are loaded), which is why workers get them at spawn time.
+    """
+    n = int(num_threads) if num_threads is not None else (os.cpu_count() or 1)
+    if n < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    return {var: str(n) for var in _THREAD_VARS}
+
+
+def _set_environ(env: Mapping[str, str]) -> None:
+    """Worker initializer: (re)apply ``env`` inside the worker before anything runs."""
+    os.environ.update(env)
+
+
+def short_error(exc: BaseException, *, max_lines: int = 6, max_chars: int = 1000) -> str:
+    """A short one-paragraph description of ``exc``: its type and the last lines of its message.
+
+    TVM errors carry long C++/Python tracebacks; the useful part (``Check failed: ...``) is at
+    the end, so the last ``max_lines`` non-empty lines are kept, cut to ``max_chars``.
+    """
+    lines = [ln.rstrip() for ln in str(exc).splitlines() if ln.strip()]
+    text = "\n".join(lines[-max_lines:])
+    if len(text) > max_chars:
+        text = "..." + text[-max_chars:]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_LIVE_WORKERS: weakref.WeakSet[ManagedWorker] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+
+def _kill_live_workers() -> None:
+    with _LIVE_LOCK:
+        workers = list(_LIVE_WORKERS)
+    for worker in workers:
+        try:
+            worker.kill()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(_kill_live_workers)
+
+
+class ManagedWorker(PopenWorker):
+    """A :class:`PopenWorker` that is safe to use from a tuner.
+
+    Differences from the TVM class:
+
+    * the child gets ``stdin=/dev/null`` (it never steals the terminal) and an explicit
+      environment (``env`` merged over the parent's), so thread settings hold from the first
+      line the child runs;
+    * :meth:`call` adds a parent-side watchdog: if no answer arrives within ``timeout_s +``
+      :data:`WATCHDOG_GRACE_S` the child is killed and :class:`TimeoutError` raised, even when the
+      child is stuck without releasing the GIL;
+    * a child that died between calls is restarted before the next call instead of failing it;
+    * every live worker is killed at interpreter exit.
+
+    The child process is started lazily on the first :meth:`call` and restarted lazily after a
+    kill; the ``initializer`` runs in every new child before its first task.
+    """
+
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple[Any, ...] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        grace_s: float = WATCHDOG_GRACE_S,
+    ) -> None:
+        super().__init__(initializer, initargs)
+        self._env = dict(env) if env else {}
+        self._grace_s = float(grace_s)
+        with _LIVE_LOCK:
+            _LIVE_WORKERS.add(self)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, or ``None`` when no child is running."""
+        return self._proc.pid if self._proc is not None else None
+
+    def _start(self) -> None:
+        """Start the child (like :meth:`PopenWorker._start`, POSIX only, no stdin, given env)."""
+        if self._proc is not None:
+            return
+        if sys.platform == "win32":  # pragma: no cover - heronlike targets Linux
+            super()._start()
+            return
+        main_read, worker_write = os.pipe()
+        worker_read, main_write = os.pipe()
+        cmd = [sys.executable, "-m", "tvm.exec.popen_worker", str(worker_read), str(worker_write)]
+        env = dict(os.environ)
+        env.update(self._env)
+        try:
+            self._proc = subprocess.Popen(
+                cmd,
+                pass_fds=(worker_read, worker_write),
+                stdin=subprocess.DEVNULL,
+                stdout=self._stdout,
+                stderr=self._stderr,
+                env=env,
+            )
+        finally:
+            os.close(worker_read)
+            os.close(worker_write)
+        self._reader = os.fdopen(main_read, "rb")
+        self._writer = os.fdopen(main_write, "wb")
+
+    def start(self) -> None:
+        """Start the child now (and run the initializer) if it is not running."""
+        if self._proc is not None and not self.is_alive():
+            self.kill()
+        if self._proc is None:
+            self.call(_noop, (), timeout_s=120.0)
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), *, timeout_s: float) -> Any:
+        """Run ``fn(*args)`` in the child and return its result.
+
+        ``fn`` must be picklable by cloudpickle (module-level functions are sent by reference, so
+        their module must be importable in the child).
+
+        Raises:
+            TimeoutError: ``fn`` ran longer than ``timeout_s`` seconds; the child was killed.
+            ChildProcessError: the child died (segfault, ``os._exit``, OOM kill); it was reaped.
+            Exception: whatever ``fn`` raised, re-created in the parent with the child's
+                formatted traceback as its message (the child stays alive).
+        """
+        if self._proc is not None and not self.is_alive():
+            self.kill()  # died while idle: restart rather than blame this call
+        self.send(fn, args, timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s + self._grace_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise TimeoutError(f"no answer from worker within {timeout_s + self._grace_s:g} s")
+            try:
+                ready, _, _ = select.select([self._reader], [], [], remaining)
+            except (OSError, ValueError):  # reader closed under us
+                self.kill()
+                raise ChildProcessError("worker pipe closed") from None
+            if ready:
+                break
+        return self.recv()
+
+
+def _noop() -> None:
+    return None
+
+
+def run_in_subprocess(
+    fn: Callable[..., Any],
+    *args: Any,
+    timeout_s: float,
+    num_threads: int | None = None,
+) -> Any:
+    """Run ``fn(*args)`` in a fresh worker process with the measuring thread environment.
+
+    The child gets the same environment as :class:`LocalRunner`'s worker
+    (:func:`thread_env` of ``num_threads``; ``None`` = ``os.cpu_count()``), so a baseline (numpy,
+    torch) timed there is comparable to the candidates. The child is killed afterwards.
+
+    Args:
+        fn: a picklable, module-level function (its module must be importable in the child).
+        *args: picklable positional arguments.
+        timeout_s: wall-clock limit for ``fn`` in seconds (process start-up is not counted).
+        num_threads: threads for TVM/OpenMP/BLAS in the child.
+
+    Returns:
+        ``fn``'s return value.
+
+    Raises:
+        TimeoutError: ``fn`` did not finish within ``timeout_s``.
+        ChildProcessError: the child died (e.g. a segfault).
+        Exception: what ``fn`` raised (same type; the message holds the child's traceback).
+    """
+    env = thread_env(num_threads)
+    worker = ManagedWorker(_set_environ, (env,), env=env)
+    try:
+        return worker.call(fn, tuple(args), timeout_s=timeout_s)
+    finally:
+        worker.kill()
+
+
+# ------------------------------------------------------------------------------------------------
+# runner
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """One candidate to run.
+
+    Attributes:
+        artifact_path: shared library exported by the builder (``BuildResult.artifact_path``).
+        args_path: ``.npz`` with arrays ``arg0`` .. ``arg<N-1>`` in the function's call order
+            (inputs, and outputs zero-filled). The worker keeps the last file loaded (keyed by
+            path, mtime and size), so a round of candidates sharing it loads it once.
+        expected_path: ``.npz`` with the expected value of each output argument under key
+            ``arg<i>`` (``i`` = its call position); ``None`` skips the correctness check.
+        rtol: tolerance for the check; ``0`` = exact equality (integer outputs), otherwise
+            ``np.allclose`` with ``rtol=atol=rtol`` (see :func:`heronlike.measure.check.compare`).
+    """
+
+    artifact_path: str
+    args_path: str
+    expected_path: str | None
+    rtol: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What running one candidate gave.
+
+    Attributes:
+        latency_s: median over the ``repeat`` measurements, in seconds; ``None`` on failure.
+        latencies_s: each repeat's mean time per call (over ``number`` calls), in seconds; empty
+            on failure.
+        error_kind: ``None`` on success, else ``"run"`` (load/call raised, e.g. a missing
+            artifact or bad args file), ``"run_timeout"`` (exceeded ``timeout_s``; worker
+            killed), ``"crash"`` (the worker died, e.g. a segfault) or ``"wrong_result"`` (an
+            output differs from the expected value).
+        error_msg: a short human-readable message for failures, else ``None``.
+        run_s: wall seconds this candidate cost the tuner, including loading, the check, the
+            timing, and restarting the worker after a crash or timeout.
+    """
+
+    latency_s: float | None
+    latencies_s: tuple[float, ...]
+    error_kind: str | None
+    error_msg: str | None
+    run_s: float
+
+    @property
+    def ok(self) -> bool:
+        """True when the candidate ran, was correct (or unchecked) and was timed."""
+        return self.error_kind is None
+
+
+# Worker-side cache: role ("args" / "expected") -> (file key, {name: array}).
+_NPZ_CACHE: dict[str, tuple[tuple[str, int, int], dict[str, Any]]] = {}
+
+
+def _load_npz_cached(path: str, role: str) -> dict[str, Any]:
+    import numpy as np
+
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+    hit = _NPZ_CACHE.get(role)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    _NPZ_CACHE.pop(role, None)  # drop the old arrays before loading the new ones
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    _NPZ_CACHE[role] = (key, arrays)
+    return arrays
+
+
+def _ordered_args(arrays: Mapping[str, Any], path: str) -> list[Any]:
+    n = len(arrays)
+    names = [f"arg{i}" for i in range(n)]
+    if sorted(arrays) != sorted(names):
+        raise ValueError(f"{path}: expected keys arg0..arg{n - 1}, got {sorted(arrays)}")
+    return [arrays[name] for name in names]
+
+
+def _run_candidate(
+    artifact_path: str,
+    args_path: str,
+    expected_path: str | None,
+    rtol: float,
+    number: int,
+    repeat: int,
+    min_repeat_ms: float,
+) -> tuple[str | None, str | None, tuple[float, ...]]:
+    """Worker side of :meth:`LocalRunner.run`: ``(error_kind, error_msg, latencies_s)``."""
+    try:
+        import tvm
+
+        from heronlike.measure.check import compare
+
+        if not os.path.exists(artifact_path):
+            return "run", f"artifact not found: {artifact_path}", ()
+        mod = tvm.runtime.load_module(artifact_path)
+        func = mod["main"]
+        arrays = _ordered_args(_load_npz_cached(args_path, "args"), args_path)
+        dev = tvm.cpu(0)
+        # Fresh tensors from the (zero-filled) file arrays: outputs start at zero for the check.
+        tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+        func(*tensors)
+        if expected_path is not None:
+            expected = _load_npz_cached(expected_path, "expected")
+            for name in sorted(expected, key=lambda k: int(k[3:]) if k[3:].isdigit() else -1):
+                idx = int(name[3:]) if name.startswith("arg") and name[3:].isdigit() else -1
+                if not 0 <= idx < len(tensors):
+                    return "run", f"{expected_path}: key {name!r} names no argument", ()
+                msg = compare(tensors[idx].numpy(), expected[name], rtol)
+                if msg is not None:
+                    return "wrong_result", f"{name}: {msg}", ()
+        timer = mod.time_evaluator(  # TVM takes whole milliseconds
+            "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
+        )
+        results = tuple(float(x) for x in timer(*tensors).results)
+        return None, None, results
+    except Exception as exc:  # noqa: BLE001 - failures are data
+        return "run", short_error(exc), ()
+
+
+def _worker_info() -> dict[str, Any]:
+    import tvm
+
+    info: dict[str, Any] = {"pid": os.getpid(), "tvm_num_threads": int(tvm.runtime.num_threads())}
+    info.update({var: os.environ.get(var) for var in _THREAD_VARS})
+    return info
+
+
+class LocalRunner:
+    """Time candidates one at a time in one persistent, isolated worker process.
+
+    Args:
+        num_threads: threads for the worker's TVM runtime pool (and OpenMP/BLAS);
+            ``None`` = ``os.cpu_count()``.
+        number: calls averaged into one measurement (``time_evaluator`` ``number``).
+        repeat: measurements per candidate; the latency is their median.
+        min_repeat_ms: minimum milliseconds per measurement; ``time_evaluator`` raises
+            ``number`` for very fast kernels until one measurement lasts this long (rounded up to
+            a whole millisecond, as TVM requires).
+        timeout_s: wall-clock limit per candidate in seconds (load + check + timing). Past it
+            the worker is killed and replaced and the candidate recorded as ``"run_timeout"``.
+
+    The worker starts on the first :meth:`run` (about 1 s: it imports TVM, not charged to any
+    candidate's ``run_s``) and is reused.
+    Use as a context manager or call :meth:`close`; workers are also killed at interpreter exit.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_threads: int | None = None,
+        number: int = 3,
+        repeat: int = 5,
+        min_repeat_ms: float = 10.0,
+        timeout_s: float = 30.0,
+    ) -> None:
+        if number < 1 or repeat < 1:
+            raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        self.num_threads = int(num_threads) if num_threads is not None else (os.cpu_count() or 1)
+        self.number = int(number)
+        self.repeat = int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.timeout_s = float(timeout_s)
+        env = thread_env(self.num_threads)
+        self._worker: ManagedWorker | None = ManagedWorker(_set_environ, (env,), env=env)
+        self._lock = threading.Lock()
+
+    def _require_worker(self) -> ManagedWorker:
+        if self._worker is None:
+            raise RuntimeError("LocalRunner is closed")
+        return self._worker
+
+    def run(self, inputs: Sequence[RunInput]) -> list[RunResult]:
+        """Run and time each candidate, in order, one at a time.
+
+        Never raises for a bad candidate: every input gets a :class:`RunResult` (same order).
+
+        Raises:
+            RuntimeError: the runner was closed.
+        """
+        results: list[RunResult] = []
+        with self._lock:
+            worker = self._require_worker()
+            if inputs:
+                try:  # start-up (importing TVM, ~1 s) is not charged to the first candidate
+                    worker.start()
+                except Exception:  # noqa: BLE001 - the candidate's own call reports it
+                    worker.kill()
+            for inp in inputs:
+                results.append(self._run_one(worker, inp))
+        return results
+
+    def _run_one(self, worker: ManagedWorker, inp: RunInput) -> RunResult:
+        t0 = time.perf_counter()
+        args = (
+            str(inp.artifact_path),
+            str(inp.args_path),
+            None if inp.expected_path is None else str(inp.expected_path),
+            float(inp.rtol),
+            self.number,
+            self.repeat,
+            self.min_repeat_ms,
+        )
+        restart = False
+        try:
+            kind, msg, lats = worker.call(_run_candidate, args, timeout_s=self.timeout_s)
+        except TimeoutError:
+            kind, msg, lats = "run_timeout", f"exceeded {self.timeout_s:g} s", ()
+            restart = True
+        except ChildProcessError:
+            kind, msg, lats = "crash", "worker process died (e.g. segfault) while running", ()
+            restart = True
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable input
+            kind, msg, lats = "run", short_error(exc), ()
+        if restart:
+            try:  # replace the worker now so the next candidate's time is not charged for it
+                worker.start()
+            except Exception:  # noqa: BLE001 - the next call retries lazily
+                worker.kill()
+        latency = statistics.median(lats) if kind is None and lats else None
+        return RunResult(
+            latency_s=latency,
+            latencies_s=tuple(lats) if kind is None else (),
+            error_kind=kind,
+            error_msg=msg,
+            run_s=time.perf_counter() - t0,
+        )
+
+    def worker_info(self) -> dict[str, Any]:
+        """Diagnostics from inside the worker: its ``pid``, ``tvm_num_threads``
+        (``tvm.runtime.num_threads()``) and the thread environment variables it sees."""
+        with self._lock:
+            return self._require_worker().call(_worker_info, (), timeout_s=60.0)
+
+    def close(self) -> None:
+        """Kill the worker. Idempotent; the runner cannot be used afterwards."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.kill()
+                self._worker = None
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
