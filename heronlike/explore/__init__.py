@@ -1,0 +1,90 @@
+"""Explorers: the search strategies that pick which assignments to measure (Heron ASPLOS'23 §5).
+
+An explorer is ask/tell (:class:`Explorer`): ``propose(n, exclude=...)`` returns up to ``n`` new
+valid assignments, ``observe(observations)`` feeds back their throughput. The tune loop owns the
+budget, the measurement and the records.
+
+Built-in explorers are listed by name in :data:`EXPLORERS` and imported on first use.
+
+Adding your own explorer (three ways):
+
+1. Subclass :class:`Explorer`: set ``name``, optionally ``Options`` (a frozen dataclass of your
+   options with defaults), and implement ``propose``; override ``observe`` only if you need more
+   than "remember and refit the cost model".
+2. Pass the class, or an instance you built yourself, wherever an explorer name is accepted
+   (``make_explorer(MyExplorer, ...)``, ``tune(..., explorer=MyExplorer(...))``).
+3. Or make it available by name: add ``"myname": "mypackage.module:MyExplorer"`` to
+   :data:`EXPLORERS` (one line, for explorers shipped in ``heronlike/explore/``; third parties
+   may also insert into the dict at import time).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from heronlike.cost_model import CostModel
+from heronlike.csp import CSP
+from heronlike.errors import UnknownExplorerError
+from heronlike.explore.base import Explorer, Observation
+
+if TYPE_CHECKING:
+    from heronlike.sampler import RandSAT
+
+__all__ = ["EXPLORERS", "Explorer", "Observation", "explorer_class", "make_explorer"]
+
+#: Explorer name -> ``"module:Class"``, imported lazily by :func:`explorer_class`.
+EXPLORERS: dict[str, str] = {
+    "random": "heronlike.explore.random:RandomExplorer",
+}
+
+
+def explorer_class(name: str) -> type[Explorer]:
+    """The explorer class registered as ``name`` in :data:`EXPLORERS`.
+
+    Raises:
+        UnknownExplorerError: if ``name`` is not registered (the message lists the known names).
+    """
+    if name not in EXPLORERS:
+        known = ", ".join(sorted(EXPLORERS))
+        raise UnknownExplorerError(f"unknown explorer {name!r}; known explorers: {known}")
+    module_name, _, class_name = EXPLORERS[name].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def make_explorer(
+    name_or_obj: str | type[Explorer] | Explorer,
+    csp: CSP,
+    sampler: RandSAT,
+    cost_model: CostModel,
+    rng: np.random.Generator,
+    **options: Any,
+) -> Explorer:
+    """Normalise an explorer given by name, class or instance into an instance.
+
+    A name is looked up in :data:`EXPLORERS`; a class is built with ``(csp, sampler, cost_model,
+    rng, **options)``; an :class:`Explorer` instance is returned as it is.
+
+    Raises:
+        UnknownExplorerError: if a name is not registered.
+        TypeError: on an unknown option, on options given with an instance, or if
+            ``name_or_obj`` is none of a name, an Explorer subclass or an Explorer.
+    """
+    if isinstance(name_or_obj, Explorer):
+        if options:
+            raise TypeError(
+                f"options {', '.join(sorted(options))} cannot be applied to an explorer "
+                "instance; pass its name or class instead"
+            )
+        return name_or_obj
+    if isinstance(name_or_obj, str):
+        cls = explorer_class(name_or_obj)
+    elif isinstance(name_or_obj, type) and issubclass(name_or_obj, Explorer):
+        cls = name_or_obj
+    else:
+        raise TypeError(
+            f"explorer must be a name, an Explorer subclass or an Explorer, not {name_or_obj!r}"
+        )
+    return cls(csp, sampler, cost_model, rng, **options)

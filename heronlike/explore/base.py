@@ -1,0 +1,115 @@
+"""The explorer seam: what to measure next (ask/tell).
+
+Heron (ASPLOS'23, §5) alternates rounds of "propose a batch from the CSP, measure it, retrain the
+cost model". Here the tune loop owns the budget, the measurement and the records, as
+MetaSchedule's task scheduler does around its ``SearchStrategy``; an :class:`Explorer` only
+proposes assignments (:meth:`Explorer.propose`) and learns from their results
+(:meth:`Explorer.observe`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from heronlike.cost_model import CostModel, assignment_features
+from heronlike.csp import CSP
+
+if TYPE_CHECKING:
+    from heronlike.sampler import RandSAT
+
+__all__ = ["Explorer", "NoOptions", "Observation"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The result of one trial: the assignment measured and its throughput in op/s.
+
+    ``throughput`` is ``None`` for a failed trial (did not build, crashed, timed out, wrong
+    result); failed trials never reach the cost model.
+    """
+
+    assignment: dict[str, int]
+    throughput: float | None
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """An explorer without options."""
+
+
+class Explorer(ABC):
+    """Proposes assignments of a CSP to measure; learns from what was measured.
+
+    Subclasses set ``name`` (the key in :data:`heronlike.explore.EXPLORERS`), may set ``Options``
+    to a frozen dataclass of their options (defaults and a ``metadata={"doc": ...}`` per field),
+    and implement :meth:`propose`. The options given as keywords to ``__init__`` are checked
+    against it and stored in ``self.options``.
+
+    Args:
+        csp: the schedule space.
+        sampler: RandSAT over ``csp``; the only way an explorer draws valid assignments, and
+            ``sampler.key`` is the identity of an assignment (its knob values).
+        cost_model: scores features from :meth:`features`; refitted by :meth:`observe`.
+        rng: the explorer's own random numbers (forked from the tune seed).
+        **options: fields of ``Options``.
+
+    Raises:
+        TypeError: on an option ``Options`` does not have (the message names it).
+    """
+
+    name: ClassVar[str]
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(
+        self,
+        csp: CSP,
+        sampler: RandSAT,
+        cost_model: CostModel,
+        rng: np.random.Generator,
+        **options: Any,
+    ) -> None:
+        known = {f.name for f in dataclasses.fields(self.Options)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(known)) or 'none'}"
+            )
+        self.csp = csp
+        self.sampler = sampler
+        self.cost_model = cost_model
+        self.rng = rng
+        self.options = self.Options(**options)
+        self.observations: list[Observation] = []
+
+    @abstractmethod
+    def propose(self, n: int, *, exclude: Collection[tuple[int, ...]]) -> list[dict[str, int]]:
+        """Up to ``n`` new assignments to measure.
+
+        Each is a full, valid assignment of ``self.csp``; they are distinct, and none has a
+        ``sampler.key`` in ``exclude`` (the keys already measured). Fewer than ``n`` come back
+        only when the sampler cannot find more.
+        """
+
+    def observe(self, observations: Sequence[Observation]) -> None:
+        """Remember ``observations`` and refit the cost model on every valid one seen so far."""
+        self.observations.extend(observations)
+        valid = [o for o in self.observations if o.throughput is not None]
+        if not valid:
+            return
+        features = self.features([o.assignment for o in valid])
+        throughput = np.array([o.throughput for o in valid], dtype=np.float64)
+        self.cost_model.fit(features, throughput)
+
+    def features(self, assignments: Sequence[Mapping[str, int]]) -> np.ndarray:
+        """The cost model's features of ``assignments`` (Heron's: every CSP variable)."""
+        return assignment_features(self.csp, assignments)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.options})"

@@ -1,0 +1,103 @@
+"""Tests of heronlike.cost_model: XGBCostModel on a synthetic problem, and the feature vector."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from heronlike.cost_model import CostModel, XGBCostModel, assignment_features, feature_names
+from heronlike.csp import CSP, Prod
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman rank correlation (no ties expected in continuous data)."""
+    ra = np.argsort(np.argsort(a)).astype(float)
+    rb = np.argsort(np.argsort(b)).astype(float)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def synthetic(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """10 features in [0, 4); throughput (op/s) depends on features 3 and 7 only."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.0, 4.0, size=(n, 10))
+    y = 1e9 * (1.0 + 2.0 * x[:, 3] - (x[:, 7] - 2.0) ** 2 + 4.0)
+    return x, y
+
+
+@pytest.mark.parametrize("objective", ["reg", "rank"])
+def test_learns_ranking_and_importance(objective: str) -> None:
+    x, y = synthetic(300, seed=1)
+    xt, yt = synthetic(200, seed=2)
+    model = XGBCostModel(seed=0, objective=objective)
+    assert isinstance(model, CostModel)
+    model.fit(x, y)
+    assert model.trained
+    pred = model.predict(xt)
+    assert pred.shape == (200,) and pred.dtype == np.float64
+    assert spearman(pred, yt) > 0.8
+    names = [f"x{i}" for i in range(10)]
+    imp = model.feature_importance(names)
+    assert list(imp) == names
+    top2 = sorted(imp, key=imp.__getitem__, reverse=True)[:2]
+    assert set(top2) == {"x3", "x7"}
+    weights = model.feature_importance(kind="weight")
+    assert set(weights) == {f"f{i}" for i in range(10)}
+
+
+def test_untrained_predicts_zeros() -> None:
+    model = XGBCostModel(min_trials=8)
+    assert not model.trained
+    assert np.array_equal(model.predict(np.ones((3, 10))), np.zeros(3))
+    assert model.feature_importance() == {}
+    x, y = synthetic(7, seed=0)
+    model.fit(x, y)  # fewer rows than min_trials: stays untrained
+    assert not model.trained
+    assert np.array_equal(model.predict(x), np.zeros(7))
+    assert model.feature_importance() == {f"f{i}": 0.0 for i in range(10)}
+    x, y = synthetic(8, seed=0)
+    model.fit(x, y)
+    assert model.trained
+    model.fit(x[:2], y[:2])  # retrained from scratch on each fit
+    assert not model.trained
+
+
+def test_deterministic_with_seed() -> None:
+    x, y = synthetic(100, seed=3)
+    xt, _ = synthetic(50, seed=4)
+    preds = []
+    for _ in range(2):
+        model = XGBCostModel(seed=5)
+        model.fit(x, y)
+        preds.append(model.predict(xt))
+    assert np.array_equal(preds[0], preds[1])
+
+
+def test_bad_input() -> None:
+    model = XGBCostModel()
+    x, y = synthetic(20, seed=0)
+    with pytest.raises(ValueError):
+        model.fit(x, y[:-1])
+    with pytest.raises(ValueError, match="failed trials"):
+        model.fit(x, np.where(np.arange(20) == 3, 0.0, y))
+    model.fit(x, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.ones((2, 9)))
+    with pytest.raises(ValueError):
+        model.feature_importance(["a", "b"])
+    with pytest.raises(ValueError):
+        model.feature_importance(kind="splits")
+    with pytest.raises(ValueError):
+        XGBCostModel(objective="lambdarank")  # type: ignore[arg-type]
+
+
+def test_assignment_features() -> None:
+    csp = CSP()
+    csp.var("n", 64, 64)
+    csp.var("a", 1, 64, knob=True)
+    csp.var("b", 1, 64, knob=True)
+    csp.add(Prod("n", ("a", "b")))
+    assert feature_names(csp) == ["n", "a", "b"]
+    f = assignment_features(csp, [{"b": 1, "a": 64, "n": 64}, {"n": 64, "a": 8, "b": 8}])
+    assert f.dtype == np.float64
+    np.testing.assert_allclose(f, np.log2(np.array([[65, 65, 2], [65, 9, 9]], dtype=float)))
+    assert assignment_features(csp, []).shape == (0, 3)
