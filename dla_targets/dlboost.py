@@ -1,0 +1,241 @@
+"""Intel/AMD DL Boost: AVX512-VNNI int8 on x86 CPUs, written only against
+:class:`heronlike.target.DLATarget`.
+
+Intrinsic: ``vpdpbusd`` on 512-bit registers as a ``1 × 16 × 4`` tile,
+``C[n] += A[k] * B[n, k]`` with ``A`` uint8 (4 bytes broadcast), ``B`` int8 (a contiguous
+16 × 4 tile, hence the packed weight layout ``W[n // 16, k // 4, n % 16, k % 4]``) and ``C``
+int32. TVM's built-in ``dot_16x4_vnni`` fails LLVM 22's verifier (the intrinsic now takes byte
+vectors); the implementation below passes ``uint8x64``/``int8x64`` operands.
+
+Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per core (read from
+``/sys``), the cores this process may run on. Target strings: ``"dlboost"``, ``"llvm"``,
+``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from heronlike.rules.base import ConstraintRule, Rule
+from heronlike.rules.cache_stage import AddCacheStage
+from heronlike.rules.inline import AlwaysInline
+from heronlike.rules.mem_limit import AddMemLimit, Footprint
+from heronlike.rules.parallel import ParallelizeOuter, UnrollRegisterTile, UseAllCores
+from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
+from heronlike.rules.tiling import MultiLevelTiling
+
+from heronlike.errors import HostFeatureError
+from heronlike.intrinsic import Intrinsic
+from heronlike.target import DLATarget, MemoryLevel
+
+VNNI_INTRIN_NAME = "heronlike_vnni_16x4_u8s8s32"
+VECTOR_BYTES = 64  # one zmm register
+VECTOR_REGISTERS = 32
+#: registers kept free of accumulators: the broadcast A operand, B loads, addresses
+RESERVED_REGISTERS = 4
+#: VNNI int8 operations (2 per multiply-accumulate) per cycle per core, by LLVM CPU name:
+#: two 512-bit VNNI ports on Intel server cores, one (double-pumped) on AMD Zen 4/5
+_OPS_PER_CYCLE = {"znver4": 128, "znver5": 256}
+_DEFAULT_OPS_PER_CYCLE = 256
+
+
+def _vnni_functions() -> tuple[Any, Any]:
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((4,), "uint8", offset_factor=1),
+        B: T.Buffer((16, 4), "int8", offset_factor=1),
+        C: T.Buffer((16,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+            T.writes(C[0:16])
+            for i in T.serial(0, 16):
+                for k in T.serial(0, 4):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((4,), "uint8", offset_factor=1),
+        B: T.Buffer((16, 4), "int8", offset_factor=1),
+        C: T.Buffer((16,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+            T.writes(C[0:16])
+            a_i32 = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+            C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
+                T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
+                C.vload([0], dtype="int32x16"),
+                T.reinterpret(T.broadcast(a_i32, 16), dtype="uint8x64"),
+                B.vload([0, 0], dtype="int8x64"),
+                dtype="int32x16",
+            )
+
+    return desc, impl
+
+
+@functools.cache
+def register_vnni(name: str = VNNI_INTRIN_NAME, override: bool = False) -> str:
+    """Register the LLVM-22-safe VNNI intrinsic with TVM under ``name`` (idempotent).
+
+    ``register_vnni("dot_16x4_vnni", override=True)`` replaces TVM's broken built-in, which
+    lets MetaSchedule's VNNI rule use it (the benchmark baseline does this).
+    """
+    from tvm.s_tir import TensorIntrin
+
+    desc, impl = _vnni_functions()
+    TensorIntrin.register(name, desc, impl, override=override)
+    return name
+
+
+VNNI = Intrinsic(
+    name=VNNI_INTRIN_NAME,
+    m=1,
+    n=16,
+    k=4,
+    a_dtype="uint8",
+    b_dtype="int8",
+    c_dtype="int32",
+    pack_b=True,
+    register=register_vnni,
+)
+
+
+def _cache_bytes(level: int, default: int) -> int:
+    """Per-core data/unified cache size of ``level`` from sysfs, in bytes."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for index in sorted(root.glob("index*")):
+            if int((index / "level").read_text()) != level:
+                continue
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 1024, "M": 1024**2}.get(text[-1], 1)
+            return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return default
+
+
+def host_has_vnni() -> bool:
+    """Whether this CPU reports ``avx512_vnni`` (Linux ``/proc/cpuinfo``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "avx512_vnni" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+@functools.cache
+def host_cpu() -> str:
+    """LLVM's name for the host CPU, or ``cascadelake`` when LLVM's guess lacks VNNI but the
+    CPU has it (virtual machines often hide the model)."""
+    from tvm.target import codegen
+
+    cpu = str(codegen.llvm_get_system_cpu())
+    if host_has_vnni() and not _has_vnni(cpu):
+        return "cascadelake"
+    return cpu
+
+
+def _has_vnni(mcpu: str) -> bool:
+    from tvm.target import Target, codegen
+
+    return bool(codegen.target_has_features("avx512vnni", Target({"kind": "llvm", "mcpu": mcpu})))
+
+
+class DLBoostTarget(DLATarget):
+    """AVX512-VNNI ("DL Boost") on the x86 CPU, tensorizing onto ``vpdpbusd``."""
+
+    names = ("dlboost", "llvm", "x86")
+    option_names = ("mcpu", "num-cores")
+
+    @property
+    def mcpu(self) -> str:
+        return str(self.options.get("mcpu") or host_cpu())
+
+    @property
+    def cores(self) -> int:
+        if "num-cores" in self.options:
+            return int(self.options["num-cores"])
+        return len(os.sched_getaffinity(0))
+
+    def resolved_options(self) -> dict[str, str | bool]:
+        return {"mcpu": self.mcpu, "num-cores": str(self.cores)}
+
+    @property
+    def intrinsics(self) -> tuple[Intrinsic, ...]:
+        return (VNNI,)
+
+    @property
+    def memory(self) -> tuple[MemoryLevel, ...]:
+        return (
+            MemoryLevel("register", VECTOR_REGISTERS * VECTOR_BYTES),
+            MemoryLevel("L1", _cache_bytes(1, 32 * 1024)),
+            MemoryLevel("L2", _cache_bytes(2, 1024 * 1024)),
+        )
+
+    def tvm_target(self) -> dict[str, Any]:
+        if not _has_vnni(self.mcpu):
+            raise HostFeatureError(f"-mcpu={self.mcpu} has no AVX512-VNNI (avx512vnni)")
+        return {"kind": "llvm", "mcpu": self.mcpu, "num-cores": self.cores}
+
+    def check_host(self) -> None:
+        if not host_has_vnni():
+            raise HostFeatureError(
+                "this CPU has no AVX512-VNNI (avx512_vnni in /proc/cpuinfo), so DL Boost "
+                "kernels cannot be measured here; use a Cascade Lake or newer Intel CPU or an "
+                "AMD Zen 4 or newer"
+            )
+
+    def peak_ops_per_s(self) -> float | None:
+        """Nominal VNNI peak: ops/cycle/core (by CPU family) × cores × the CPU's maximum
+        clock from ``/sys`` (None when the clock is unknown)."""
+        try:
+            khz = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
+        except (OSError, ValueError):
+            return None
+        per_cycle = _OPS_PER_CYCLE.get(self.mcpu, _DEFAULT_OPS_PER_CYCLE)
+        return per_cycle * self.cores * khz * 1e3
+
+    def schedule_rules(self) -> Sequence[Rule]:
+        return (
+            AlwaysInline(),
+            Tensorize(),
+            AddCacheStage(scope="global"),
+            MultiLevelTiling(),
+            ParallelizeOuter(),
+            UnrollRegisterTile(),
+            ApplyIntrinsic(vector_bytes=VECTOR_BYTES),
+        )
+
+    def constraint_rules(self) -> Sequence[ConstraintRule]:
+        return (
+            AddMemLimit(
+                [
+                    # accumulators of the register tile live across the R1 loop
+                    Footprint(
+                        "register",
+                        "R0",
+                        outputs_only=True,
+                        reserve_bytes=RESERVED_REGISTERS * VECTOR_BYTES,
+                    ),
+                    # one iteration of R0 streams A and B tiles and updates the C tile
+                    Footprint("L1", "R0"),
+                    # one iteration of S1 reuses its A and B panels over the whole reduction
+                    Footprint("L2", "S1"),
+                ]
+            ),
+            UseAllCores(),
+        )

@@ -1,0 +1,258 @@
+"""Command line: ``heronlike tune | csp | best``.
+
+Examples::
+
+    heronlike tune gemm --shape 1024,1024,1024 --dtype int8 --target dlboost --trials 64
+    heronlike csp gemm --shape 256,256,256
+    heronlike best                       # list what the records hold
+    heronlike best gemm --shape 1024,1024,1024   # rebuild and check the best kernel
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import ops
+from .errors import HeronlikeError
+
+console = Console()
+
+OPERATORS = sorted(ops.OPERATORS)
+
+
+def _compute(op: str, shape: str, dtype: str) -> tuple[list, tuple[int, ...]]:
+    fn, names = ops.OPERATORS[op]
+    try:
+        dims = tuple(int(x) for x in shape.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{shape!r} is not a comma-separated list of integers") from None
+    if len(dims) != len(names):
+        raise click.BadParameter(
+            f"{op} takes {len(names)} extents ({','.join(names)}), got {len(dims)}"
+        )
+    return fn(*dims, dtype=dtype), dims
+
+
+def _common(f):  # noqa: ANN001, ANN202 - click decorator stack
+    f = click.option(
+        "--target",
+        default="dlboost",
+        show_default=True,
+        help='target name or string, e.g. "dlboost", "llvm -num-cores=2"',
+    )(f)
+    f = click.option(
+        "--dtype", default="int8", show_default=True, type=click.Choice(sorted(ops.DTYPES))
+    )(f)
+    f = click.option("--shape", required=True, help="extents, comma separated (see ops)")(f)
+    f = click.argument("op", type=click.Choice(OPERATORS))(f)
+    return f
+
+
+@click.group()
+@click.version_option(package_name="heronlike")
+def main() -> None:
+    """heronlike: constraint-solving schedule generation for DL accelerators (Heron)."""
+
+
+@main.command()
+@_common
+@click.option("--trials", default=64, show_default=True, help="total trial budget")
+@click.option("--explorer", default="random", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--batch-size", default=16, show_default=True)
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="SQLite records file [default: heronlike_runs/records.sqlite]",
+)
+@click.option(
+    "--baselines/--no-baselines",
+    default=True,
+    show_default=True,
+    help="also time numpy and torch._int_mm on the same shape",
+)
+def tune(
+    op: str,
+    shape: str,
+    dtype: str,
+    target: str,
+    trials: int,
+    explorer: str,
+    seed: int,
+    batch_size: int,
+    records: Path | None,
+    baselines: bool,
+) -> None:
+    """Tune OP for the target and print the best kernel's speed."""
+    from .tune import tune as run_tune
+
+    compute, dims = _compute(op, shape, dtype)
+    with Progress(
+        TextColumn("[bold]tuning"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("tune", total=trials, status="")
+
+        def report(p) -> None:  # noqa: ANN001
+            best = (
+                f"best {p.best_throughput / 1e9:.1f} GOP/s" if p.best_throughput else "no valid yet"
+            )
+            rate = p.valid / max(1, p.valid + p.invalid)
+            bar.update(task, completed=p.trials_done, status=f"{best}, valid {rate:.0%}")
+
+        result = run_tune(
+            compute,
+            target,
+            trials=trials,
+            explorer=explorer,
+            seed=seed,
+            records=records,
+            batch_size=batch_size,
+            progress=report,
+        )
+    _print_result(result)
+    if baselines and result.latency_s and op in ("gemm", "bmm", "gemv"):
+        _print_baselines(op, dims, result)
+    if result.latency_s is None or not result.correct:
+        sys.exit(1)
+
+
+def _print_result(r) -> None:  # noqa: ANN001
+    table = Table(title=f"heronlike: {r.workload_key} on {r.target_key}", show_header=False)
+    table.add_row(
+        "trials run",
+        f"{r.trials_run} ({r.valid} valid, {r.invalid} invalid); {r.trials} in {r.records}",
+    )
+    if r.errors:
+        table.add_row("failures", ", ".join(f"{k}: {v}" for k, v in r.errors.items()))
+    if r.latency_s is not None:
+        table.add_row("best latency", f"{r.latency_s * 1e3:.4f} ms (median, re-measured)")
+        table.add_row("throughput", f"{r.throughput / 1e9:.1f} GOP/s")
+        peak = r.space.target.peak_ops_per_s() if r.space else None
+        if peak:
+            table.add_row("of nominal peak", f"{r.throughput / peak:.0%} of {peak / 1e9:.0f} GOP/s")
+        table.add_row("correct", "bit-exact vs numpy" if r.correct else "[red]WRONG[/red]")
+        table.add_row("knobs", ", ".join(f"{k}={v}" for k, v in r.knobs.items()))
+    t = r.time_s
+    table.add_row(
+        "time",
+        ", ".join(f"{k} {t.get(k, 0):.1f}s" for k in ("explore", "solve", "build", "run", "total")),
+    )
+    console.print(table)
+
+
+def _print_baselines(op: str, dims: tuple[int, ...], r) -> None:  # noqa: ANN001
+    from .baselines import numpy_matmul, torch_int_mm
+
+    if op == "gemm":
+        batch, (M, N, K) = 1, dims
+    elif op == "bmm":
+        batch, M, N, K = dims
+    else:
+        batch, M, N, K = 1, dims[0], 1, dims[1]
+    threads = r.space.target.cores
+    table = Table(title="baselines, same shape, same machine, same threads")
+    for col in ("library", "latency ms", "GOP/s", "heronlike speed-up"):
+        table.add_column(col)
+    for fn in (torch_int_mm, numpy_matmul):
+        lat, note = fn(M, N, K, batch=batch, threads=threads)
+        if lat is None:
+            table.add_row(note, "-", "-", "-")
+        else:
+            table.add_row(
+                note, f"{lat * 1e3:.4f}", f"{r.flop / lat / 1e9:.1f}", f"{lat / r.latency_s:.2f}x"
+            )
+    console.print(table)
+
+
+@main.command()
+@_common
+def csp(op: str, shape: str, dtype: str, target: str) -> None:
+    """Print the stages, schedule template and CSP of OP on the target."""
+    from .space import generate_space
+
+    compute, _ = _compute(op, shape, dtype)
+    click.echo(generate_space(compute, target).describe())
+
+
+@main.command()
+@click.argument("op", type=click.Choice(OPERATORS), required=False)
+@click.option("--shape", default=None)
+@click.option("--dtype", default="int8", type=click.Choice(sorted(ops.DTYPES)))
+@click.option("--target", default="dlboost")
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=Path("heronlike_runs") / "records.sqlite",
+    show_default=True,
+)
+def best(op: str | None, shape: str | None, dtype: str, target: str, records: Path) -> None:
+    """List the records, or rebuild and check the best kernel of OP without tuning."""
+    from .records import Records
+
+    if not records.exists():
+        raise click.ClickException(f"no records at {records}")
+    if op is None:
+        with Records(records) as db:
+            table = Table(title=str(records))
+            for col in ("workload", "target", "trials", "valid", "best ms", "stages"):
+                table.add_column(col)
+            for w in db.workloads():
+                lat = w["best_latency_s"]
+                table.add_row(
+                    w["workload_key"],
+                    w["target_key"],
+                    str(w["trials"]),
+                    str(w["ok_trials"]),
+                    f"{lat * 1e3:.4f}" if lat else "-",
+                    (w["description"] or "").splitlines()[0] if w["description"] else "",
+                )
+            console.print(table)
+        return
+    if shape is None:
+        raise click.UsageError("--shape is required with OP")
+    from .reference import random_inputs, reference_outputs
+    from .tune import apply_best
+
+    compute, _ = _compute(op, shape, dtype)
+    kernel = apply_best(records, compute, target)
+    dag = kernel.space.dag
+    arrays = random_inputs(dag, np.random.default_rng(1))
+    expected = reference_outputs(dag, arrays)
+    out = kernel(*[a for p, a in zip(dag.params, arrays) if p.name not in dag.outputs])
+    ok = np.array_equal(out, next(iter(expected.values())))
+    click.echo(f"best kernel of {dag.workload_key} rebuilt; correct: {ok}")
+    click.echo(", ".join(f"{k}={kernel.assignment[k]}" for k in kernel.space.csp.knobs))
+
+
+def run() -> None:
+    """Entry point that turns heronlike's typed errors into one-line messages."""
+    try:
+        main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except HeronlikeError as e:
+        console.print(f"[red]error[/red] ({type(e).__name__}): {e}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

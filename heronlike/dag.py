@@ -1,0 +1,314 @@
+"""Compute analysis: a TE compute as a DAG of stages (networkx).
+
+Input is what a TVM user has: a list of ``te.Tensor`` (inputs first, then outputs) or a
+``tvm.tirx.PrimFunc``. Each stage is one block of the PrimFunc that ``te.create_prim_func``
+builds; for each we record its spatial ("S") and reduce ("R") axes with their extents, the
+buffers it reads and writes and which axis indexes each buffer dimension, and whether its body is
+a multiply-accumulate ``C[...] += cast(A[...]) * cast(B[...])`` (the pattern of Heron §4,
+Rule-S1, matched onto an intrinsic in :mod:`heronlike.intrinsic`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import networkx as nx
+import tvm
+from tvm import s_tir, te, tirx
+
+from .errors import InvalidComputeError
+
+AxisKind = Literal["S", "R"]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A block iterator: ``kind`` "S" (spatial) or "R" (reduce), ``extent`` iterations."""
+
+    name: str
+    extent: int
+    kind: AxisKind
+
+
+@dataclass(frozen=True)
+class Access:
+    """One buffer access of a stage.
+
+    ``axes[d]`` names the stage axis that indexes dimension ``d`` of the buffer, or is ``None``
+    when that index is not a plain axis (e.g. ``h + r`` in a convolution).
+    """
+
+    buffer: str
+    dtype: str
+    shape: tuple[int, ...]
+    axes: tuple[str | None, ...]
+
+    @property
+    def is_plain(self) -> bool:
+        """Every dimension is indexed by exactly one axis."""
+        return all(a is not None for a in self.axes)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return tvm.DataType(self.dtype).bits // 8
+
+
+@dataclass(frozen=True)
+class MacPattern:
+    """``out[...] = out[...] + cast(a[...]) * cast(b[...])`` with the reduction init elsewhere."""
+
+    out: Access
+    a: Access
+    b: Access
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One block of the compute."""
+
+    name: str
+    axes: tuple[Axis, ...]
+    write: Access
+    reads: tuple[Access, ...]
+    mac: MacPattern | None
+    is_output: bool
+
+    @property
+    def is_reduction(self) -> bool:
+        return any(a.kind == "R" for a in self.axes)
+
+    @property
+    def is_injective(self) -> bool:
+        """No reduction: each output element depends on a fixed set of input elements."""
+        return not self.is_reduction
+
+    @property
+    def has_data_reuse(self) -> bool:
+        """Ansor's test for multi-level tiling: a reduction reading some buffer that is not
+        indexed by every spatial axis (so its elements are reused across the missing axes)."""
+        spatial = {a.name for a in self.axes if a.kind == "S"}
+        return self.is_reduction and any(not spatial <= set(r.axes) for r in self.reads)
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A parameter of the compute (input or output): name, shape, dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class ComputeDAG:
+    """Stages of a compute as a ``networkx.DiGraph`` (edge producer → consumer).
+
+    Attributes:
+        func: the ``tvm.tirx.PrimFunc``.
+        graph: nodes are stage names with attribute ``stage`` (:class:`Stage`).
+        params: the PrimFunc's parameters in call order (inputs, then outputs).
+        outputs: names of the output parameters.
+
+    Raises:
+        InvalidComputeError: for an empty or mistyped compute, symbolic or non-positive extents.
+    """
+
+    def __init__(self, func: tirx.PrimFunc, outputs: Sequence[str]) -> None:
+        self.func = func
+        self.params = tuple(_param(p) for p in func.params)
+        for p in self.params:
+            if any(d <= 0 for d in p.shape):
+                raise InvalidComputeError(f"tensor {p.name} has a non-positive extent: {p.shape}")
+        self.outputs = tuple(outputs)
+        self.graph: nx.DiGraph = nx.DiGraph()
+        sch = s_tir.Schedule(func)
+        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        if not blocks:
+            raise InvalidComputeError("the compute has no stage")
+        for rv in blocks:
+            stage = _stage(sch.get(rv), self.outputs)
+            self.graph.add_node(stage.name, stage=stage)
+        writers = {self.stage(n).write.buffer: n for n in self.graph.nodes}
+        for n in list(self.graph.nodes):
+            for r in self.stage(n).reads:
+                if r.buffer in writers:
+                    self.graph.add_edge(writers[r.buffer], n)
+
+    @classmethod
+    def from_compute(cls, compute: Any) -> ComputeDAG:
+        """Analyse ``compute``: a list of ``te.Tensor`` (inputs then outputs) or a PrimFunc.
+
+        With a tensor list, the outputs are the tensors that are not placeholders; with a
+        PrimFunc, the parameters written by some stage.
+        """
+        if isinstance(compute, tvm.IRModule):
+            compute = compute["main"]
+        if isinstance(compute, tirx.PrimFunc):
+            func = compute
+            written = set()
+            sch = s_tir.Schedule(func)
+            root = sch.get_sblock("root")
+            for rv in sch.get_child_blocks(root):
+                written.add(sch.get(rv).body.buffer.name)
+            outputs = [p.name for p in func.params if p.name in written]
+            return cls(func, outputs)
+        if not isinstance(compute, list | tuple) or not compute:
+            raise InvalidComputeError(
+                "compute must be a non-empty list of te.Tensor (inputs, then outputs) or a "
+                f"tirx.PrimFunc; got {type(compute).__name__}"
+            )
+        for t in compute:
+            if not isinstance(t, te.Tensor):
+                raise InvalidComputeError(f"compute element {t!r} is not a te.Tensor")
+            for d in t.shape:
+                if not isinstance(d, tirx.IntImm | int):
+                    raise InvalidComputeError(f"tensor {t.name} has a symbolic extent {d}")
+                if int(d) <= 0:
+                    raise InvalidComputeError(
+                        f"tensor {t.name} has a non-positive extent: {[int(x) for x in t.shape]}"
+                    )
+        outputs = [t.name for t in compute if not isinstance(t.op, te.PlaceholderOp)]
+        if not outputs:
+            raise InvalidComputeError("compute has no output tensor (all are placeholders)")
+        try:
+            func = te.create_prim_func(list(compute))
+        except tvm.error.TVMError as err:  # pragma: no cover - TVM's own message is kept
+            raise InvalidComputeError(f"te.create_prim_func failed: {_short(err)}") from None
+        return cls(func, outputs)
+
+    def stage(self, name: str) -> Stage:
+        return self.graph.nodes[name]["stage"]
+
+    @property
+    def stages(self) -> list[Stage]:
+        return [self.stage(n) for n in self.graph.nodes]
+
+    def post_order(self) -> list[str]:
+        """Stage names output-first: every consumer before its producers (Heron Algorithm 1)."""
+        return list(reversed(list(nx.lexicographical_topological_sort(self.graph))))
+
+    def producers(self, name: str) -> list[str]:
+        return sorted(self.graph.predecessors(name))
+
+    def consumers(self, name: str) -> list[str]:
+        return sorted(self.graph.successors(name))
+
+    @property
+    def text(self) -> str:
+        """The PrimFunc as TVMScript (stable text; the basis of :attr:`workload_key`)."""
+        return self.func.script()
+
+    @property
+    def workload_key(self) -> str:
+        """A 16-hex-digit digest of the compute's TVMScript: same compute, same key."""
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """One line per stage: ``name[axes] <- reads`` with extents."""
+        lines = []
+        for s in self.stages:
+            axes = ", ".join(f"{a.name}:{a.kind}{a.extent}" for a in s.axes)
+            reads = ", ".join(r.buffer for r in s.reads)
+            mac = "  (multiply-accumulate)" if s.mac else ""
+            lines.append(f"{s.name}[{axes}] <- {reads}{mac}")
+        return "\n".join(lines)
+
+    def flop(self) -> float:
+        """Operations of the compute: 2 per multiply-accumulate, 1 per other output element."""
+        total = 0.0
+        for s in self.stages:
+            n = 1.0
+            for a in s.axes:
+                n *= a.extent
+            total += 2 * n if s.mac else n
+        return total
+
+
+def _short(err: Exception, lines: int = 3) -> str:
+    text = str(err).strip().splitlines()
+    return " | ".join(text[-lines:]) if text else type(err).__name__
+
+
+def _param(p: Any) -> Tensor:
+    return Tensor(p.name, tuple(int(d) for d in p.shape), str(p.dtype))
+
+
+def _access(source: Any, indices: Sequence[Any], axis_of: dict[Any, str]) -> Access:
+    axes = tuple(axis_of.get(_var_key(i)) for i in indices)
+    return Access(source.name, str(source.dtype), tuple(int(d) for d in source.shape), axes)
+
+
+def _var_key(expr: Any) -> Any:
+    return expr.name if isinstance(expr, tirx.Var) else None
+
+
+def _loads(expr: Any, out: list[Any]) -> None:
+    """Collect every tensor load in ``expr`` (depth-first, left to right)."""
+    if type(expr).__name__ == "TensorLoad":
+        out.append(expr)
+        for i in expr.indices:
+            _loads(i, out)
+        return
+    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
+        child = getattr(expr, field, None)
+        if child is not None and not isinstance(child, str | int | float):
+            _loads(child, out)
+    for arg in getattr(expr, "args", None) or ():
+        _loads(arg, out)
+
+
+def _stage(block: Any, outputs: Sequence[str]) -> Stage:
+    axis_of: dict[Any, str] = {}
+    axes = []
+    for iv in block.iter_vars:
+        extent = iv.dom.extent
+        if not isinstance(extent, tirx.IntImm):
+            raise InvalidComputeError(f"stage {block.name_hint} has a symbolic extent {extent}")
+        if int(extent) <= 0:
+            raise InvalidComputeError(f"stage {block.name_hint} has a non-positive extent")
+        kind: AxisKind = "R" if int(iv.iter_type) == 2 else "S"
+        axes.append(Axis(iv.var.name, int(extent), kind))
+        axis_of[iv.var.name] = iv.var.name
+    store = block.body
+    if type(store).__name__ != "BufferStore":
+        raise InvalidComputeError(f"stage {block.name_hint} has an unsupported body")
+    write = _access(store.buffer, store.indices, axis_of)
+    loads: list[Any] = []
+    _loads(store.value, loads)
+    reads: dict[str, Access] = {}
+    for ld in loads:
+        acc = _access(ld.source, ld.indices, axis_of)
+        if acc.buffer != write.buffer:  # a reduction's own accumulator is not an input
+            reads.setdefault(acc.buffer, acc)
+    mac = _mac(store.value, write, axis_of) if block.init is not None else None
+    return Stage(
+        block.name_hint, tuple(axes), write, tuple(reads.values()), mac, write.buffer in outputs
+    )
+
+
+def _mac(value: Any, write: Access, axis_of: dict[Any, str]) -> MacPattern | None:
+    """Match ``out + cast(a) * cast(b)`` (casts optional) where the first load is ``out``."""
+    if type(value).__name__ != "Add":
+        return None
+    acc, prod = value.a, value.b
+    if type(acc).__name__ != "TensorLoad" or acc.source.name != write.buffer:
+        return None
+    if type(prod).__name__ != "Mul":
+        return None
+    operands = []
+    for side in (prod.a, prod.b):
+        while type(side).__name__ == "Cast":
+            side = side.value
+        if type(side).__name__ != "TensorLoad":
+            return None
+        operands.append(_access(side.source, side.indices, axis_of))
+    return MacPattern(write, operands[0], operands[1])

@@ -1,0 +1,156 @@
+"""Tensor intrinsics and the tensorize pattern match (Heron ASPLOS'23 §4, Rule-S1).
+
+An :class:`Intrinsic` describes a DLA's matrix instruction as ``C[m, n] += A[m, k] * B[n, k]``
+with a fixed shape ``m × n × k`` and operand dtypes. :func:`match_intrinsic` maps a stage's
+multiply-accumulate onto it: each stage axis gets a role by the buffers it indexes
+
+============  ===========================  ==========================
+role          indexes                      example (GEMM ``C[i,j] += X[i,k]*W[j,k]``)
+============  ===========================  ==========================
+``m``         C and A, not B               ``i``
+``n``         C and B, not A               ``j``
+``k``         A and B (reduce)             ``k``
+batch         C, A and B                   ``b`` in BMM
+============  ===========================  ==========================
+
+and the innermost axis of each role is tiled by the intrinsic's extent for that role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .dag import Access, Stage
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    """A tensor intrinsic: ``C[m, n] += A[m, k] * B[n, k]`` over an ``m × n × k`` tile.
+
+    Attributes:
+        name: the name the intrinsic is registered under with ``tvm.s_tir.TensorIntrin``.
+        m, n, k: tile extents (a 1-row intrinsic has ``m == 1``).
+        a_dtype, b_dtype, c_dtype: operand dtypes, e.g. ``"uint8"``, ``"int8"``, ``"int32"``.
+        pack_b: the B operand must be stored as contiguous ``n × k`` tiles
+            (``B[.., n/N, k/K, N, K]``), the "packed weight layout" of DL Boost.
+        register: registers the TVM ``TensorIntrin`` (idempotent); called before tensorize.
+    """
+
+    name: str
+    m: int
+    n: int
+    k: int
+    a_dtype: str
+    b_dtype: str
+    c_dtype: str
+    pack_b: bool = False
+    register: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
+
+    @property
+    def signature(self) -> str:
+        return f"{self.a_dtype} x {self.b_dtype} -> {self.c_dtype}"
+
+
+@dataclass(frozen=True)
+class IntrinsicMatch:
+    """How a stage maps onto an intrinsic.
+
+    ``a``/``b`` are the stage's operands in the intrinsic's A/B roles (swapped when the stage
+    writes ``W * X``); ``n_axis``/``k_axis`` (and ``m_axis`` when ``intrinsic.m > 1``) are
+    the axes tiled by the intrinsic; every other axis is iterated outside the intrinsic.
+    """
+
+    stage: Stage
+    intrinsic: Intrinsic
+    a: Access
+    b: Access
+    m_axis: str | None
+    n_axis: str
+    k_axis: str
+
+
+def _role_axes(stage: Stage, a: Access, b: Access) -> dict[str, list[str]]:
+    c_axes, a_axes, b_axes = set(stage.write.axes), set(a.axes), set(b.axes)
+    roles: dict[str, list[str]] = {"m": [], "n": [], "k": [], "batch": []}
+    for ax in stage.axes:
+        name = ax.name
+        if ax.kind == "R":
+            if name in a_axes and name in b_axes:
+                roles["k"].append(name)
+        elif name in c_axes and name in a_axes and name in b_axes:
+            roles["batch"].append(name)
+        elif name in c_axes and name in a_axes:
+            roles["m"].append(name)
+        elif name in c_axes and name in b_axes:
+            roles["n"].append(name)
+    return roles
+
+
+def structural_match(stage: Stage) -> tuple[Access, Access, dict[str, list[str]]] | None:
+    """The stage's MAC operands and axis roles, ignoring dtypes and extents; None if no MAC.
+
+    A MAC qualifies when every access is plain (one axis per buffer dimension), at least one
+    axis has role ``n`` and one has role ``k``.
+    """
+    mac = stage.mac
+    if mac is None or not (mac.out.is_plain and mac.a.is_plain and mac.b.is_plain):
+        return None
+    roles = _role_axes(stage, mac.a, mac.b)
+    if not roles["n"] or not roles["k"]:
+        # maybe the operands are the other way round (W * X): swap and retry
+        roles = _role_axes(stage, mac.b, mac.a)
+        if not roles["n"] or not roles["k"]:
+            return None
+        return mac.b, mac.a, roles
+    return mac.a, mac.b, roles
+
+
+def match_intrinsic(stage: Stage, intrinsic: Intrinsic) -> IntrinsicMatch | None:
+    """Map ``stage`` onto ``intrinsic``, or return None when its structure or dtypes differ.
+
+    Operand dtypes must equal the intrinsic's (A and B may appear in either order in the
+    product). Extents are *not* checked here: see :func:`shape_problems`.
+    """
+    found = structural_match(stage)
+    if found is None:
+        return None
+    a, b, roles = found
+    if (a.dtype, b.dtype) != (intrinsic.a_dtype, intrinsic.b_dtype):
+        if (b.dtype, a.dtype) == (intrinsic.a_dtype, intrinsic.b_dtype):
+            swapped = _role_axes(stage, b, a)
+            if swapped["n"] and swapped["k"]:
+                a, b, roles = b, a, swapped
+            else:
+                return None
+        else:
+            return None
+    if stage.write.dtype != intrinsic.c_dtype:
+        return None
+    if intrinsic.m > 1 and not roles["m"]:
+        return None
+    # innermost axis of each role: the one indexing the latest buffer dimension of B (for n,
+    # k) or A (for m), which keeps the intrinsic's operand tiles as contiguous as possible
+    n_axis = _innermost(roles["n"], b)
+    k_axis = _innermost(roles["k"], b)
+    m_axis = _innermost(roles["m"], a) if intrinsic.m > 1 else None
+    return IntrinsicMatch(stage, intrinsic, a, b, m_axis, n_axis, k_axis)
+
+
+def _innermost(candidates: list[str], access: Access) -> str:
+    return max(candidates, key=lambda ax: access.axes.index(ax) if ax in access.axes else -1)
+
+
+def shape_problems(match: IntrinsicMatch) -> list[str]:
+    """Why the stage's extents do not fit the intrinsic (empty when they do)."""
+    problems = []
+    intrin = match.intrinsic
+    for axis, size, role in ((match.n_axis, intrin.n, "n"), (match.k_axis, intrin.k, "k")) + (
+        ((match.m_axis, intrin.m, "m"),) if match.m_axis else ()
+    ):
+        extent = match.stage.axis(axis).extent
+        if extent % size:
+            problems.append(
+                f"axis {axis} (intrinsic {role}) has extent {extent}, not a multiple of {size}"
+            )
+    return problems

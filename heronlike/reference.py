@@ -1,0 +1,71 @@
+"""Inputs and reference outputs for checking candidates.
+
+Inputs are drawn once per tune from the seed (integers over their dtype's full range, floats
+in ``[-1, 1)``). The reference output is computed independently of any heronlike schedule:
+with ``numpy.einsum`` in float64 for a single multiply-accumulate stage (exact for integer
+products up to 2**53), otherwise by TVM from the *unscheduled* PrimFunc.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import numpy as np
+import tvm
+
+from .dag import ComputeDAG
+
+
+def random_inputs(dag: ComputeDAG, rng: np.random.Generator) -> list[np.ndarray]:
+    """One array per PrimFunc parameter, call order; outputs are zero-filled."""
+    arrays = []
+    for p in dag.params:
+        if p.name in dag.outputs:
+            arrays.append(np.zeros(p.shape, p.dtype))
+        elif np.issubdtype(np.dtype(p.dtype), np.integer):
+            info = np.iinfo(p.dtype)
+            arrays.append(rng.integers(info.min, info.max, p.shape, dtype=p.dtype, endpoint=True))
+        else:
+            arrays.append(rng.uniform(-1, 1, p.shape).astype(p.dtype))
+    return arrays
+
+
+def reference_outputs(dag: ComputeDAG, arrays: list[np.ndarray]) -> dict[int, np.ndarray]:
+    """Expected value of each output parameter, keyed by its call position."""
+    einsum = _einsum_reference(dag, arrays)
+    if einsum is not None:
+        return einsum
+    ex = tvm.compile(tvm.IRModule({"main": dag.func}), target="llvm")
+    dev = tvm.cpu()
+    tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+    ex["main"](*tensors)
+    return {i: tensors[i].numpy() for i, p in enumerate(dag.params) if p.name in dag.outputs}
+
+
+def _einsum_reference(dag: ComputeDAG, arrays: list[np.ndarray]) -> dict[int, np.ndarray] | None:
+    stages = dag.stages
+    if len(stages) != 1 or stages[0].mac is None:
+        return None
+    mac = stages[0].mac
+    accesses = (mac.a, mac.b, mac.out)
+    if not all(acc.is_plain for acc in accesses):
+        return None
+    letters = {ax.name: string.ascii_letters[i] for i, ax in enumerate(stages[0].axes)}
+    position = {p.name: i for i, p in enumerate(dag.params)}
+    if any(acc.buffer not in position for acc in accesses):
+        return None
+    spec = "{},{}->{}".format(*("".join(letters[a] for a in acc.axes) for acc in accesses))  # type: ignore[index]
+    a = arrays[position[mac.a.buffer]].astype(np.float64)
+    b = arrays[position[mac.b.buffer]].astype(np.float64)
+    out = np.einsum(spec, a, b, optimize=True)
+    return {position[mac.out.buffer]: out.astype(mac.out.dtype)}
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write ``arrays`` uncompressed to ``path`` (atomic rename) and return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,104 @@
+"""A schedule space: the template and CSP that the rules generate for one compute and target.
+
+:func:`generate_space` runs the target's rules over the compute DAG (Heron Algorithm 1);
+:meth:`Space.apply` instantiates one candidate program from an assignment of the CSP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tvm import s_tir
+
+from .csp import CSP
+from .dag import ComputeDAG
+from .errors import InfeasibleSpaceError
+from .intrinsic import IntrinsicMatch
+from .target import DLATarget, get_target
+from .template import PackedLayout, Template
+
+
+@dataclass
+class Space:
+    """Template + CSP of one compute on one target.
+
+    Attributes:
+        dag: the compute analysis.
+        target: the DLA target.
+        template: the replayable schedule template.
+        csp: its constraint satisfaction problem; knobs are the tunable parameters.
+        packed: function parameters the kernel takes in a packed layout (name -> layout); see
+            :meth:`prepare_args`.
+        matches: the stages mapped onto intrinsics.
+    """
+
+    dag: ComputeDAG
+    target: DLATarget
+    template: Template
+    csp: CSP
+    packed: dict[str, PackedLayout] = field(default_factory=dict)
+    matches: dict[str, IntrinsicMatch] = field(default_factory=dict)
+
+    @property
+    def workload_key(self) -> str:
+        return self.dag.workload_key
+
+    def apply(self, assignment: Mapping[str, int]) -> s_tir.Schedule:
+        """The candidate program for ``assignment`` as a TVM schedule.
+
+        Raises:
+            tvm.error.TVMError: when TVM rejects the schedule (recorded as a failed candidate
+                by the tune loop; a valid CSP assignment should never cause it).
+        """
+        for m in self.matches.values():
+            m.intrinsic.register()
+        return self.template.apply(assignment)
+
+    def prepare_args(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Turn logical arrays (one per PrimFunc parameter, call order) into what the built
+        kernel takes: parameters in :attr:`packed` are re-laid out (one-time weight
+        pre-packing; not part of the measured kernel time)."""
+        out = []
+        for param, arr in zip(self.dag.params, arrays, strict=True):
+            layout = self.packed.get(param.name)
+            out.append(layout.pack(arr) if layout is not None else arr)
+        return out
+
+    def describe(self) -> str:
+        """The compute's stages, the template and the CSP, as text."""
+        return "\n".join(
+            [
+                f"# compute {self.workload_key} on {self.target.key}",
+                self.dag.describe(),
+                "# template",
+                str(self.template),
+                str(self.csp),
+            ]
+        )
+
+
+def generate_space(compute: Any, target: str | DLATarget | Mapping[str, Any]) -> Space:
+    """Run the target's schedule and constraint rules over ``compute``.
+
+    Args:
+        compute: a list of ``te.Tensor`` (inputs, then outputs), a ``tirx.PrimFunc`` or a
+            :class:`~heronlike.dag.ComputeDAG`.
+        target: a target name/string/dict or object (:func:`heronlike.target.get_target`).
+
+    Raises:
+        InvalidComputeError, UnsupportedDtypeError, UnsupportedShapeError,
+        NoTensorizableStageError, UnknownTargetError: see :mod:`heronlike.errors`.
+        InfeasibleSpaceError: if the rules produce a space without knobs on a tiled stage.
+    """
+    from heronlike.rules.base import RuleContext, generate
+
+    dag = compute if isinstance(compute, ComputeDAG) else ComputeDAG.from_compute(compute)
+    tgt = get_target(target)
+    ctx = RuleContext(dag, tgt)
+    generate(ctx, tgt.schedule_rules(), tgt.constraint_rules())
+    if not ctx.template.steps:
+        raise InfeasibleSpaceError(f"no rule of target {tgt.key} applies to the compute")
+    return Space(dag, tgt, ctx.template, ctx.csp, dict(ctx.packed), dict(ctx.matches))

@@ -1,0 +1,196 @@
+"""A replayable schedule template: ``tvm.s_tir.Schedule`` primitives with symbolic arguments.
+
+Rules (``heronlike.rules``) append :class:`Step` records; a step's arguments may name loops and
+blocks made by earlier steps (:class:`Sym`), CSP variables (:class:`Ref`) or a compute location
+chosen by a CSP variable (:class:`Choice`). A *candidate program* is the template replayed with
+one assignment of the CSP (:meth:`Template.apply`), which is how Heron instantiates a schedule
+for a solution (ASPLOS'23 §4.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tvm import s_tir, tirx
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A loop or block made by an earlier step."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Ref:
+    """The value of a CSP variable in the assignment being applied."""
+
+    var: str
+
+    def __str__(self) -> str:
+        return f"${self.var}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """``options[assignment[index]]``: e.g. the loop a stage is computed at (SELECT)."""
+
+    index: str
+    options: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.options))}][${self.index}]"
+
+
+@dataclass(frozen=True)
+class PackedLayout:
+    """Index map that tiles some buffer dimensions and moves the tile indices innermost.
+
+    ``tiles[d]`` is the tile size of dimension ``d`` (1 = untiled). The new layout is
+    ``[x_0 // t_0, ..., x_r // t_r, x_a % t_a, x_b % t_b, ...]`` for the tiled dimensions
+    ``a, b, ...`` in ``inner_order``. For the DL Boost weight ``W[n, k]`` with
+    ``tiles = (16, 4)`` this is ``W[n // 16, k // 4, n % 16, k % 4]``.
+    """
+
+    tiles: tuple[int, ...]
+    inner_order: tuple[int, ...]
+
+    def __call__(self, *idx: Any) -> tuple[Any, ...]:
+        outer = tuple(x // t if t > 1 else x for x, t in zip(idx, self.tiles, strict=True))
+        return outer + tuple(idx[d] % self.tiles[d] for d in self.inner_order)
+
+    def packed_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        outer = tuple(s // t for s, t in zip(shape, self.tiles, strict=True))
+        return outer + tuple(self.tiles[d] for d in self.inner_order)
+
+    def pack(self, array: Any) -> Any:
+        """Apply the layout to a numpy array (the one-time weight pre-packing)."""
+        import numpy as np
+
+        shape = array.shape
+        split: list[int] = []
+        for s, t in zip(shape, self.tiles, strict=True):
+            split += [s // t, t]
+        tiled = array.reshape(split)
+        outer = [2 * d for d in range(len(shape))]
+        inner = [2 * d + 1 for d in self.inner_order]
+        rest = [2 * d + 1 for d in range(len(shape)) if d not in self.inner_order]
+        # untiled dims have a tile axis of extent 1: keep it beside its outer axis
+        order = []
+        for d in range(len(shape)):
+            order.append(outer[d])
+            if 2 * d + 1 in rest:
+                order.append(2 * d + 1)
+        order += inner
+        packed = np.ascontiguousarray(tiled.transpose(order))
+        return packed.reshape(self.packed_shape(shape))
+
+    def __str__(self) -> str:
+        names = [f"x{d}" for d in range(len(self.tiles))]
+        out = [f"{n} // {t}" if t > 1 else n for n, t in zip(names, self.tiles)]
+        out += [f"{names[d]} % {self.tiles[d]}" for d in self.inner_order]
+        return f"lambda {', '.join(names)}: ({', '.join(out)})"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One schedule primitive: ``outs = sch.<op>(*args)``."""
+
+    op: str
+    args: tuple[Any, ...]
+    outs: tuple[str, ...] = ()
+    rule: str = ""
+
+    def __str__(self) -> str:
+        def text(a: Any) -> str:
+            if isinstance(a, tuple):
+                return "[" + ", ".join(text(x) for x in a) + "]"
+            if isinstance(a, str):
+                return repr(a)
+            return str(a)
+
+        call = f"sch.{self.op}({', '.join(text(a) for a in self.args)})"
+        lhs = f"{', '.join(self.outs)} = " if self.outs else ""
+        note = f"  # {self.rule}" if self.rule else ""
+        return f"{lhs}{call}{note}"
+
+
+# primitives whose positional arguments after the first are spread (reorder(*loops), fuse(*loops))
+_VARIADIC = {"reorder", "fuse"}
+
+
+def vectorize_innermost(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
+    """Vectorise the innermost loop of ``block``, split to ``lanes`` first if it is longer.
+
+    A template-level helper: the innermost loop of an attached block depends on the chosen
+    compute location, so its symbol cannot be named when the template is written.
+    """
+    inner = sch.get_loops(block)[-1]
+    extent = int(sch.get(inner).extent)
+    if extent > lanes and extent % lanes == 0:
+        inner = sch.split(inner, [None, lanes])[1]
+    sch.vectorize(inner)
+
+
+_HELPERS = {"vectorize_innermost": vectorize_innermost}
+
+
+class Template:
+    """An ordered list of :class:`Step` over one PrimFunc."""
+
+    def __init__(self, func: tirx.PrimFunc) -> None:
+        self.func = func
+        self.steps: list[Step] = []
+
+    def add(self, step: Step) -> tuple[Sym, ...]:
+        self.steps.append(step)
+        return tuple(Sym(o) for o in step.outs)
+
+    def apply(self, assignment: Mapping[str, int], *, seed: int = 1) -> s_tir.Schedule:
+        """Replay the template on a fresh ``s_tir.Schedule`` with ``assignment``.
+
+        Raises:
+            KeyError: if the assignment misses a variable the template reads.
+            tvm.error.TVMError: if TVM rejects a primitive (a template bug; callers that
+                tune record it as a failed candidate).
+        """
+        sch = s_tir.Schedule(self.func, seed=seed)
+        env: dict[str, Any] = {}
+
+        def resolve(a: Any) -> Any:
+            if isinstance(a, Sym):
+                return env[a.name]
+            if isinstance(a, Ref):
+                return int(assignment[a.var])
+            if isinstance(a, Choice):
+                return resolve(a.options[int(assignment[a.index])])
+            if isinstance(a, tuple):
+                return [resolve(x) for x in a]
+            return a
+
+        for step in self.steps:
+            args = [resolve(a) for a in step.args]
+            if step.op in _HELPERS:
+                result = _HELPERS[step.op](sch, *args)
+                continue
+            fn = getattr(sch, step.op)
+            if step.op in _VARIADIC:
+                result = fn(*args[0])
+            else:
+                result = fn(*args)
+            if len(step.outs) == 1:
+                env[step.outs[0]] = result
+            elif step.outs:
+                if len(result) != len(step.outs):
+                    raise ValueError(f"{step} returned {len(result)} results")
+                for name, value in zip(step.outs, result, strict=True):
+                    env[name] = value
+        return sch
+
+    def __str__(self) -> str:
+        return "\n".join(str(s) for s in self.steps)

@@ -1,0 +1,464 @@
+"""The tuning loop: the one place that closes the loop between search and measurement.
+
+compute → rules → space (template + CSP) → explorer proposes assignments → apply the
+schedule → build (worker pool) → run (isolated worker, checked against numpy) → records
+(SQLite, one committed row per trial) → the explorer and its cost model observe the results.
+
+The loop owns the trial budget, the random seed, progress reporting and the records, as the
+task scheduler does in TVM MetaSchedule; explorers only propose (ask/tell).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+
+from . import __version__
+from .cost_model import CostModel, XGBCostModel
+from .errors import RecordsMismatchError
+from .explore import make_explorer
+from .explore.base import Explorer, Observation
+from .kernel import BuiltKernel
+from .measure import BuildInput, LocalRunner, RunInput
+from .measure.check import compare
+from .measure.runner import short_error
+from .records import Records, TrialRecord
+from .reference import random_inputs, reference_outputs, save_npz
+from .sampler import RandSAT
+from .space import Space, generate_space
+from .target import DLATarget
+
+DEFAULT_RECORDS = Path("heronlike_runs") / "records.sqlite"
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """Passed to the ``progress`` callback after every measured batch."""
+
+    trials_done: int
+    trials_total: int
+    valid: int
+    invalid: int
+    best_latency_s: float | None
+    best_throughput: float | None
+    elapsed_s: float
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` found.
+
+    Attributes:
+        latency_s: the best kernel's latency, re-measured after tuning with more repeats
+            (median, seconds); ``None`` when no candidate was valid.
+        tuning_latency_s: its latency as measured during tuning (seconds).
+        throughput: operations per second of the best kernel (``flop / latency_s``).
+        flop: operations of the compute (2 per multiply-accumulate).
+        assignment: the value of every CSP variable of the best candidate.
+        knobs: the tunable part of ``assignment``.
+        kernel: the built best kernel, callable on numpy arrays (:class:`BuiltKernel`).
+        correct: the best kernel's output equals the reference (bit-exact for integers).
+        trace: the replayable schedule (``tvm.s_tir`` trace as Python).
+        script: the scheduled program as TVMScript.
+        trials: trials in the records for this compute and target (all sessions).
+        trials_run: trials measured by this call.
+        valid, invalid: how many of ``trials_run`` built, ran and were correct, and how many not.
+        errors: failed trials of this call by error kind.
+        records: path of the SQLite records database.
+        time_s: seconds by phase for this call: explore, solve, build, run, total.
+        space: the schedule space (template and CSP).
+    """
+
+    latency_s: float | None
+    tuning_latency_s: float | None
+    throughput: float | None
+    flop: float
+    assignment: dict[str, int] | None
+    knobs: dict[str, int] | None
+    kernel: BuiltKernel | None
+    correct: bool | None
+    trace: str | None
+    script: str | None
+    trials: int
+    trials_run: int
+    valid: int
+    invalid: int
+    errors: dict[str, int]
+    records: Path
+    target_key: str
+    workload_key: str
+    time_s: dict[str, float] = field(default_factory=dict)
+    space: Space | None = None
+
+    def summary(self) -> str:
+        """A few human-readable lines."""
+        lines = [
+            f"workload {self.workload_key} on {self.target_key}: {self.trials_run} trials run "
+            f"({self.valid} valid, {self.invalid} invalid), {self.trials} in records",
+        ]
+        if self.latency_s is None:
+            lines.append("no valid candidate")
+        else:
+            lines.append(
+                f"best {self.latency_s * 1e3:.4f} ms = {self.throughput / 1e9:.1f} GOP/s, "
+                f"correct: {self.correct}"
+            )
+            lines.append("knobs " + ", ".join(f"{k}={v}" for k, v in (self.knobs or {}).items()))
+        return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"heronlike": __version__, "python": platform.python_version(), "tvm": tvm.__version__}
+    for pkg in ("ortools", "xgboost", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "?"
+    return out
+
+
+def _throughput(flop: float, rec: TrialRecord) -> float | None:
+    return flop / rec.latency_s if rec.ok and rec.latency_s else None
+
+
+def tune(
+    compute: Any,
+    target: str | Mapping[str, Any] | DLATarget = "dlboost",
+    *,
+    trials: int = 64,
+    explorer: str | Explorer | type[Explorer] = "random",
+    seed: int = 0,
+    records: str | Path | Records | None = None,
+    batch_size: int = 16,
+    explorer_options: Mapping[str, Any] | None = None,
+    cost_model: CostModel | None = None,
+    work_dir: str | Path | None = None,
+    number: int = 3,
+    repeat: int = 5,
+    min_repeat_ms: float = 10.0,
+    build_timeout_s: float = 60.0,
+    run_timeout_s: float = 30.0,
+    final_repeat: int = 20,
+    progress: Callable[[TuneProgress], None] | None = None,
+) -> TuneResult:
+    """Tune ``compute`` for ``target`` with at most ``trials`` measured candidates in total.
+
+    Args:
+        compute: a list of ``te.Tensor`` (inputs, then outputs; see :mod:`heronlike.ops`) or
+            a ``tirx.PrimFunc``.
+        target: ``"dlboost"``, ``"llvm -mcpu=... -num-cores=..."``, a dict or a DLATarget.
+        trials: total trial budget for this compute and target in ``records``: trials already
+            there (from an interrupted or earlier tune) count, so re-running resumes.
+        explorer: name (``"random"``), class or instance (see :mod:`heronlike.explore`).
+        seed: the one seed of every random choice (CP-SAT, explorer, cost model, inputs): the
+            same seed on the same machine proposes the same candidates in the same order.
+        records: SQLite file (default ``heronlike_runs/records.sqlite``) or open Records.
+        batch_size: candidates proposed, built and measured per round.
+        number, repeat, min_repeat_ms: ``time_evaluator`` settings for each trial; the latency
+            is the median of ``repeat`` means of ``number`` calls.
+        final_repeat: repeats for re-measuring the best kernel at the end.
+        progress: called after each round with a :class:`TuneProgress`.
+
+    Returns:
+        A :class:`TuneResult`; ``latency_s`` is None when no candidate was valid.
+
+    Raises:
+        UnknownTargetError, InvalidComputeError, UnsupportedDtypeError, UnsupportedShapeError,
+        NoTensorizableStageError, HostFeatureError, UnknownExplorerError: for bad input,
+        before anything is measured.
+        ValueError: for ``trials`` or ``batch_size`` below 1.
+    """
+    if trials < 1 or batch_size < 1:
+        raise ValueError("trials and batch_size must be at least 1")
+    t_start = time.perf_counter()
+    space = generate_space(compute, target)
+    tgt = space.target
+    tvm_target = tgt.tvm_target()
+    tgt.check_host()
+    rng = np.random.default_rng(seed)
+    sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
+    model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
+    exp = make_explorer(explorer, space.csp, sampler, model, rng, **dict(explorer_options or {}))
+    db = records if isinstance(records, Records) else Records(records or DEFAULT_RECORDS)
+    wk, tk, flop = space.workload_key, tgt.key, space.dag.flop()
+    db.register_workload(
+        wk, description=space.dag.describe(), compute_text=space.dag.text, target_key=tk
+    )
+    history = db.trials(wk, tk)
+    measured = _replay_history(history, sampler, exp, flop)
+    run_id = db.start_run(
+        workload_key=wk,
+        target_key=tk,
+        seed=seed,
+        explorer=exp.name,
+        trials_requested=trials,
+        versions=_versions(),
+        options={"batch_size": batch_size, "number": number, "repeat": repeat},
+    )
+    work = Path(work_dir) if work_dir else db.path.parent / wk
+    data = _prepare_data(space, work, seed)
+    times = Counter[str]()
+    errors = Counter[str]()
+    valid = invalid = 0
+    builder = tgt.make_builder(timeout_s=build_timeout_s)
+    runner = tgt.make_runner(
+        timeout_s=run_timeout_s, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms
+    )
+    carry_explore_s = 0.0
+    try:
+        done = len(history)
+        while done < trials:
+            n = min(batch_size, trials - done)
+            t0, solve0 = time.perf_counter(), sampler.stats.solve_seconds
+            proposals = exp.propose(n, exclude=measured)
+            solve_s = sampler.stats.solve_seconds - solve0
+            explore_s = time.perf_counter() - t0 + carry_explore_s
+            if not proposals:
+                break  # the space is exhausted: every valid assignment was measured
+            batch = _measure(space, tvm_target, proposals, builder, runner, data)
+            observations = []
+            for assignment, (error_kind, error_msg, latency, build_s, run_s) in zip(
+                proposals, batch, strict=True
+            ):
+                rec = db.add(
+                    TrialRecord(
+                        workload_key=wk,
+                        target_key=tk,
+                        assignment=assignment,
+                        latency_s=latency,
+                        error_kind=error_kind,
+                        error_msg=error_msg,
+                        explore_s=(explore_s - solve_s) / len(proposals),
+                        solve_s=solve_s / len(proposals),
+                        build_s=build_s,
+                        run_s=run_s,
+                        seed=seed,
+                        explorer=exp.name,
+                        trial_index=done,
+                    ),
+                    run_id,
+                )
+                done += 1
+                measured.add(sampler.key(assignment))
+                observations.append(Observation(assignment, _throughput(flop, rec)))
+                if rec.ok:
+                    valid += 1
+                else:
+                    invalid += 1
+                    errors[rec.error_kind or "?"] += 1
+                times["build"] += build_s
+                times["run"] += run_s
+            times["explore"] += explore_s - solve_s
+            times["solve"] += solve_s
+            t1 = time.perf_counter()
+            exp.observe(observations)
+            carry_explore_s = time.perf_counter() - t1
+            if progress is not None:
+                best = db.best(wk, tk)
+                progress(
+                    TuneProgress(
+                        done,
+                        trials,
+                        valid,
+                        invalid,
+                        best.latency_s if best else None,
+                        _throughput(flop, best) if best else None,
+                        time.perf_counter() - t_start,
+                    )
+                )
+        times["explore"] += carry_explore_s
+        result = _finish(space, db, tvm_target, data, flop, runner, builder, final_repeat)
+    finally:
+        builder.close()
+        runner.close()
+    times["total"] = time.perf_counter() - t_start
+    db.finish_run(run_id, best_latency_s=result["tuning_latency_s"], wall_s=times["total"])
+    out = TuneResult(
+        **result,
+        flop=flop,
+        trials=db.count(wk, tk),
+        trials_run=valid + invalid,
+        valid=valid,
+        invalid=invalid,
+        errors=dict(errors),
+        records=db.path,
+        target_key=tk,
+        workload_key=wk,
+        time_s=dict(times),
+        space=space,
+    )
+    if not isinstance(records, Records):
+        db.close()
+    return out
+
+
+def _replay_history(
+    history: list[TrialRecord], sampler: RandSAT, exp: Explorer, flop: float
+) -> set[tuple[int, ...]]:
+    """Keys of the trials already measured; the explorer observes the usable ones."""
+    measured: set[tuple[int, ...]] = set()
+    observations = []
+    for rec in history:
+        try:
+            measured.add(sampler.key(rec.assignment))
+        except KeyError:
+            continue  # recorded by a version whose CSP had other variables
+        observations.append(Observation(dict(rec.assignment), _throughput(flop, rec)))
+    if observations:
+        exp.observe(observations)
+    return measured
+
+
+@dataclass(frozen=True)
+class _Data:
+    args_path: str
+    expected_path: str
+    rtol: float
+    inputs: list[np.ndarray]
+    expected: dict[int, np.ndarray]
+
+
+def _prepare_data(space: Space, work: Path, seed: int) -> _Data:
+    dag = space.dag
+    arrays = random_inputs(dag, np.random.default_rng(seed))
+    expected = reference_outputs(dag, arrays)
+    packed = space.prepare_args(arrays)
+    args = save_npz(work / f"args_seed{seed}.npz", {f"arg{i}": a for i, a in enumerate(packed)})
+    exp = save_npz(work / f"expected_seed{seed}.npz", {f"arg{i}": a for i, a in expected.items()})
+    floating = any(np.issubdtype(a.dtype, np.floating) for a in expected.values())
+    return _Data(str(args), str(exp), 1e-3 if floating else 0.0, arrays, expected)
+
+
+def _measure(
+    space: Space,
+    tvm_target: dict[str, Any],
+    proposals: list[dict[str, int]],
+    builder: Any,
+    runner: LocalRunner,
+    data: _Data,
+) -> list[tuple]:
+    """(error_kind, error_msg, latency_s, build_s, run_s) per proposal, in order."""
+    out: list[tuple] = [None] * len(proposals)
+    to_build: list[tuple[int, BuildInput]] = []
+    for i, assignment in enumerate(proposals):
+        t0 = time.perf_counter()
+        try:
+            mod_json = tvm.ir.save_json(space.apply(assignment).mod)
+        except Exception as err:  # a template bug: the candidate fails, tuning goes on
+            out[i] = ("schedule", short_error(err), None, time.perf_counter() - t0, 0.0)
+            continue
+        to_build.append((i, BuildInput(mod_json, tvm_target)))
+    built = builder.build([b for _, b in to_build])
+    to_run = []
+    for (i, _), res in zip(to_build, built, strict=True):
+        if res.ok:
+            to_run.append((i, res))
+        else:
+            out[i] = (res.error_kind, res.error_msg, None, res.build_s, 0.0)
+    ran = runner.run(
+        [
+            RunInput(res.artifact_path, data.args_path, data.expected_path, data.rtol)
+            for _, res in to_run
+        ]
+    )
+    for (i, b), r in zip(to_run, ran, strict=True):
+        out[i] = (r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s)
+        Path(b.artifact_path).unlink(missing_ok=True)
+    return out
+
+
+def _finish(
+    space: Space,
+    db: Records,
+    tvm_target: dict[str, Any],
+    data: _Data,
+    flop: float,
+    runner: LocalRunner,
+    builder: Any,
+    final_repeat: int,
+) -> dict[str, Any]:
+    """Rebuild the best candidate, check it bit-exactly, re-measure it with more repeats."""
+    best = db.best(space.workload_key, space.target.key)
+    empty = dict(
+        latency_s=None,
+        tuning_latency_s=None,
+        throughput=None,
+        assignment=None,
+        knobs=None,
+        kernel=None,
+        correct=None,
+        trace=None,
+        script=None,
+    )
+    if best is None:
+        return empty
+    # re-measure first: running the kernel in this process wakes TVM's thread pool, whose
+    # spinning threads would steal cores from the runner for a while
+    sch = space.apply(best.assignment)
+    (built,) = builder.build([BuildInput(tvm.ir.save_json(sch.mod), tvm_target)])
+    latency = best.latency_s
+    if built.ok:
+        runner.repeat = final_repeat
+        runner.number = max(runner.number, 10)
+        (res,) = runner.run(
+            [RunInput(built.artifact_path, data.args_path, data.expected_path, data.rtol)]
+        )
+        if res.ok:
+            latency = res.latency_s
+    kernel = BuiltKernel(space, best.assignment, tvm_target)
+    inputs = [a for p, a in zip(space.dag.params, data.inputs) if p.name not in space.dag.outputs]
+    outs = kernel(*inputs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    correct = all(
+        compare(o, data.expected[i], data.rtol) is None
+        for o, i in zip(outs, sorted(data.expected), strict=True)
+    )
+    knobs = {k: best.assignment[k] for k in space.csp.knobs if k in best.assignment}
+    return dict(
+        latency_s=latency,
+        tuning_latency_s=best.latency_s,
+        throughput=flop / latency if latency else None,
+        assignment=dict(best.assignment),
+        knobs=knobs,
+        kernel=kernel,
+        correct=correct,
+        trace=kernel.trace,
+        script=kernel.script,
+    )
+
+
+def apply_best(
+    records: str | Path | Records,
+    compute: Any,
+    target: str | Mapping[str, Any] | DLATarget = "dlboost",
+) -> BuiltKernel:
+    """Rebuild the best recorded kernel of ``compute`` on ``target`` without tuning.
+
+    Raises:
+        RecordsMismatchError: if the records hold no valid trial of this compute and target
+            (a different shape, dtype, target option or heronlike version of the space).
+    """
+    space = generate_space(compute, target)
+    db = records if isinstance(records, Records) else Records(records)
+    try:
+        best = db.best(space.workload_key, space.target.key)
+        if best is None or any(k not in best.assignment for k in space.csp.vars):
+            known = ", ".join(f"{w['workload_key']}@{w['target_key']}" for w in db.workloads())
+            raise RecordsMismatchError(
+                f"{db.path} has no valid trial of workload {space.workload_key} on "
+                f"{space.target.key}; it holds: {known or 'nothing'}"
+            )
+        return BuiltKernel(space, best.assignment, space.target.tvm_target())
+    finally:
+        if not isinstance(records, Records):
+            db.close()
