@@ -40,9 +40,9 @@ from .errors import (  # noqa: E402
 )
 
 _LAZY = {
-    "tune": ("heronlike.tune", "tune"),
-    "TuneResult": ("heronlike.tune", "TuneResult"),
-    "apply_best": ("heronlike.tune", "apply_best"),
+    "tune": ("heronlike.tuning", "tune"),
+    "TuneResult": ("heronlike.tuning", "TuneResult"),
+    "apply_best": ("heronlike.tuning", "apply_best"),
     "Records": ("heronlike.records", "Records"),
     "get_target": ("heronlike.target", "get_target"),
     "DLATarget": ("heronlike.target", "DLATarget"),

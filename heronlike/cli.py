@@ -92,7 +92,7 @@ def tune(
     baselines: bool,
 ) -> None:
     """Tune OP for the target and print the best kernel's speed."""
-    from .tune import tune as run_tune
+    from .tuning import tune as run_tune
 
     compute, dims = _compute(op, shape, dtype)
     with Progress(
@@ -225,7 +225,7 @@ def best(op: str | None, shape: str | None, dtype: str, target: str, records: Pa
     if shape is None:
         raise click.UsageError("--shape is required with OP")
     from .reference import random_inputs, reference_outputs
-    from .tune import apply_best
+    from .tuning import apply_best
 
     compute, _ = _compute(op, shape, dtype)
     kernel = apply_best(records, compute, target)

@@ -1,0 +1,33 @@
+# heronlike: `make demo` tunes an int8 GEMM on this CPU; `make test` runs lint and the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "heronlike needs Python >= 3.11"'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.stamp-test: $(BIN)/python setup.cfg pyproject.toml
+	$(PIP) install -e ".[test]"
+	touch $@
+
+$(VENV)/.stamp-bench: $(VENV)/.stamp-test
+	$(PIP) install -e ".[test,bench]"
+	touch $@
+
+demo: $(VENV)/.stamp-bench
+	$(BIN)/heronlike tune gemm --shape 1024,1024,1024 --dtype int8 --target dlboost --trials 64
+
+test: $(VENV)/.stamp-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest -m "not slow and not benchmark"
+
+bench: $(VENV)/.stamp-bench
+	$(BIN)/python benchmarks/randsat_throughput.py --seconds 5
+
+clean:
+	rm -rf $(VENV) heronlike_runs build *.egg-info
