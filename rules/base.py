@@ -53,6 +53,8 @@ class StageState:
     match: IntrinsicMatch | None = None
     inlined: bool = False
     write_back: Sym | None = None
+    #: operands staged in scratchpads: (cache block, buffer, tiling levels it may be computed at)
+    cached_reads: list[tuple[Sym, str, tuple[str, ...]]] = field(default_factory=list)
     #: intrinsic tile per axis, fixed innermost split part (axis -> extent)
     intrinsic_tile: dict[str, int] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
@@ -157,9 +159,11 @@ class RuleContext:
         candidates: Sequence[Loop],
         what: str,
         sizes: Sequence[Operand],
+        op: str = "reverse_compute_at",
     ) -> str:
-        """Compute ``block`` at one of ``candidates`` (``reverse_compute_at``), chosen by a new
-        knob; emits C4 AddStageFuse: the attached tile's size is SELECTed from ``sizes``."""
+        """Compute ``block`` at one of ``candidates`` (``reverse_compute_at`` for a consumer,
+        ``compute_at`` for a producer), chosen by a new knob; emits C4 AddStageFuse: the
+        attached tile's size is SELECTed from ``sizes``."""
         pos = self.csp.var(
             f"{stage}.{what}.pos",
             0,
@@ -169,7 +173,7 @@ class RuleContext:
         )
         size = self.csp.var(f"{stage}.{what}.elems", 1, _upper(self.csp, sizes, mode="max"))
         C.add_stage_fuse(self.csp, size, pos, sizes)
-        self.step("reverse_compute_at", block, Choice(pos, tuple(Sym(lp.sym) for lp in candidates)))
+        self.step(op, block, Choice(pos, tuple(Sym(lp.sym) for lp in candidates)))
         return size
 
     def product(self, name: str, factors: Sequence[Operand], upper: int | None = None) -> Operand:

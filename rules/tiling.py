@@ -59,3 +59,12 @@ class MultiLevelTiling(Rule):
                 tiles = [ctx.inner_extent(stage, ax, lv) for ax in st.stage.write.axes if ax]
                 sizes.append(ctx.product(f"{stage}.write_back@{lv}.elems", tiles))
             ctx.attach(stage, st.write_back, candidates, "write_back", sizes)
+        for block, buffer, levels in st.cached_reads:
+            access = next(r for r in st.stage.reads if r.buffer == buffer)
+            names = [lv for lv in levels if st.level(lv)]
+            candidates = [st.level(lv)[-1] for lv in names]
+            sizes = []
+            for lv in names:
+                tiles = [ctx.inner_extent(stage, ax, lv) for ax in access.axes if ax]
+                sizes.append(ctx.product(f"{stage}.{block.name}@{lv}.elems", tiles))
+            ctx.attach(stage, block, candidates, block.name, sizes, op="compute_at")
