@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from heronlike.errors import HostFeatureError
+from heronlike.intrinsic import Intrinsic
 from heronlike.rules.base import ConstraintRule, Rule
 from heronlike.rules.cache_stage import AddCacheStage
 from heronlike.rules.inline import AlwaysInline
@@ -27,9 +29,6 @@ from heronlike.rules.mem_limit import AddMemLimit, Footprint
 from heronlike.rules.parallel import ParallelizeOuter, UnrollRegisterTile, UseAllCores
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
-
-from heronlike.errors import HostFeatureError
-from heronlike.intrinsic import Intrinsic
 from heronlike.target import DLATarget, MemoryLevel
 
 VNNI_INTRIN_NAME = "heronlike_vnni_16x4_u8s8s32"
