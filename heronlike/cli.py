@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -23,6 +24,7 @@ from . import ops
 from .errors import HeronlikeError
 
 console = Console()
+err_console = Console(stderr=True)
 
 OPERATORS = sorted(ops.OPERATORS)
 
@@ -209,7 +211,7 @@ def best(op: str | None, shape: str | None, dtype: str, target: str, records: Pa
         with Records(records) as db:
             table = Table(title=str(records))
             for col in ("workload", "target", "trials", "valid", "best ms", "stages"):
-                table.add_column(col)
+                table.add_column(col, no_wrap=col == "workload", overflow="fold")
             for w in db.workloads():
                 lat = w["best_latency_s"]
                 table.add_row(
@@ -250,7 +252,8 @@ def run() -> None:
     except click.exceptions.Abort:
         sys.exit(130)
     except HeronlikeError as e:
-        console.print(f"[red]error[/red] ({type(e).__name__}): {e}")
+        message = f"[red]error[/red] ({type(e).__name__}): {escape(str(e))}"
+        err_console.print(message, soft_wrap=True)
         sys.exit(2)
 
 

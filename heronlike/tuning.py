@@ -160,8 +160,11 @@ def tune(
         trials: total trial budget for this compute and target in ``records``: trials already
             there (from an interrupted or earlier tune) count, so re-running resumes.
         explorer: name (``"random"``), class or instance (see :mod:`heronlike.explore`).
-        seed: the one seed of every random choice (CP-SAT, explorer, cost model, inputs): the
-            same seed on the same machine proposes the same candidates in the same order.
+        seed: the one seed of every random choice (CP-SAT, explorer, cost model, inputs). The
+            same seed proposes the same candidates in the same order as long as the measured
+            latencies fed back are the same: always for the first batch, and for a whole tune
+            with ``explorer_options={"epsilon": 0}`` (no model-ranked picks); with a trained cost
+            model, measurement noise can change later batches.
         records: SQLite file (default ``heronlike_runs/records.sqlite``) or open Records.
         batch_size: candidates proposed, built and measured per round.
         number, repeat, min_repeat_ms: ``time_evaluator`` settings for each trial; the latency

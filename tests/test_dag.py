@@ -102,7 +102,7 @@ def test_elementwise_stage_has_no_mac_and_no_reuse() -> None:
     assert dag.flop() == 64 * 64
 
 
-# -- two stages --------------------------------------------------------------------------------------
+# -- two stages ------------------------------------------------------------------------------------
 
 
 def test_two_stage_post_order_is_output_first() -> None:

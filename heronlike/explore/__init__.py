@@ -38,6 +38,11 @@ __all__ = ["EXPLORERS", "Explorer", "Observation", "explorer_class", "make_explo
 #: Explorer name -> ``"module:Class"``, imported lazily by :func:`explorer_class`.
 EXPLORERS: dict[str, str] = {
     "random": "heronlike.explore.random:RandomExplorer",
+    "cga": "heronlike.explore.cga:CGAExplorer",
+    "cga1": "heronlike.explore.cga:CGARandomKeysExplorer",
+    "sa": "heronlike.explore.sa:SAExplorer",
+    "ga": "heronlike.explore.ga:GAExplorer",
+    "opevo": "heronlike.explore.opevo:OpEvoExplorer",
 }
 
 

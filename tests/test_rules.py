@@ -1,0 +1,400 @@
+"""The DL Boost rules and target resolution: matches, templates, CSPs, and real kernels.
+
+The central property: every assignment RandSAT draws from a generated CSP satisfies it, and
+the program the template makes from it compiles with TVM and computes exactly what numpy
+computes. No measurement is mocked; kernels are built with ``tvm.compile`` and run on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+
+from heronlike import ops  # noqa: E402
+from heronlike.csp import Eq, In, Le, Prod, Select, Sum  # noqa: E402
+from heronlike.dla_targets.dlboost import (  # noqa: E402
+    RESERVED_REGISTERS,
+    VECTOR_BYTES,
+    VECTOR_REGISTERS,
+    VNNI_INTRIN_NAME,
+    DLBoostTarget,
+    host_has_vnni,
+)
+from heronlike.errors import HostFeatureError, UnknownTargetError  # noqa: E402
+from heronlike.intrinsic import structural_match  # noqa: E402
+from heronlike.kernel import BuiltKernel  # noqa: E402
+from heronlike.rules.constraints import divisors  # noqa: E402
+from heronlike.sampler import RandSAT  # noqa: E402
+from heronlike.space import Space, generate_space  # noqa: E402
+from heronlike.target import (  # noqa: E402
+    DLATarget,
+    available_targets,
+    get_target,
+    parse_target_string,
+)
+
+needs_vnni = pytest.mark.skipif(not host_has_vnni(), reason="host CPU has no AVX512-VNNI")
+
+#: name -> (compute builder, the stage, the W-like operand, axis roles)
+CASES = {
+    "gemm": (lambda: ops.gemm(128, 128, 128), "C", "W", {"n": "v_j", "k": "v_k", "b": None}),
+    "bmm": (lambda: ops.bmm(2, 64, 64, 64), "C", "W", {"n": "v_j", "k": "v_k", "b": "v_b"}),
+    "gemv": (lambda: ops.gemv(256, 256), "y", "A", {"n": "v_i", "k": "v_k", "b": None}),
+}
+SAMPLES = 20
+
+
+@pytest.fixture(scope="module")
+def spaces() -> dict[str, Space]:
+    return {name: generate_space(make(), "dlboost") for name, (make, *_) in CASES.items()}
+
+
+# -- intrinsic match -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_intrinsic_match_roles(spaces: dict[str, Space], name: str) -> None:
+    _, stage, weight, roles = CASES[name]
+    space = spaces[name]
+    assert set(space.matches) == {stage}
+    m = space.matches[stage]
+    assert m.intrinsic.name == VNNI_INTRIN_NAME
+    assert (m.intrinsic.m, m.intrinsic.n, m.intrinsic.k) == (1, 16, 4)
+    assert m.m_axis is None  # VNNI's tile has one row: no axis is tiled as m
+    assert m.n_axis == roles["n"] and m.k_axis == roles["k"]
+    # the n axis is the row axis of the weight operand, the k axis its column axis
+    assert m.b.buffer == weight and m.b.dtype == "int8" and m.a.dtype == "uint8"
+    assert m.b.axes[-2:] == (m.n_axis, m.k_axis)
+    assert m.n_axis not in m.a.axes and m.k_axis in m.a.axes
+    _, _, found = structural_match(m.stage)
+    assert found["batch"] == ([roles["b"]] if roles["b"] else [])
+    assert found["k"] == [roles["k"]] and found["n"] == [roles["n"]]
+    # the weight is taken pre-packed as contiguous 16 x 4 tiles
+    assert set(space.packed) == {weight}
+    layout = space.packed[weight]
+    shape = next(p.shape for p in space.dag.params if p.name == weight)
+    assert layout.packed_shape(shape)[-2:] == (16, 4)
+
+
+# -- template ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_template_steps_in_order(spaces: dict[str, Space], name: str) -> None:
+    _, stage, weight, _ = CASES[name]
+    steps = spaces[name].template.steps
+    ops_ = [s.op for s in steps]
+
+    def first(op: str) -> int:
+        assert op in ops_, f"{op} missing from {ops_}"
+        return ops_.index(op)
+
+    def last(op: str) -> int:
+        return len(ops_) - 1 - ops_[::-1].index(op)
+
+    order = [
+        first("transform_layout"),
+        first("cache_write"),
+        first("split"),
+        last("split"),
+        first("reorder"),
+        first("parallel"),
+        first("unroll"),
+        first("decompose_reduction"),
+        first("tensorize"),
+    ]
+    assert order == sorted(order), ops_
+    assert first("reorder") > last("split")
+    assert first("reverse_compute_at") > first("reorder")
+    layout_step = steps[first("transform_layout")]
+    assert layout_step.args[1] == weight
+    tensorize = steps[first("tensorize")]
+    assert tensorize.args[1] == VNNI_INTRIN_NAME
+    assert ops_.count("tensorize") == 1 and ops_.count("parallel") == 1
+    # one split per axis
+    n_axes = len(spaces[name].dag.stage(stage).axes)
+    assert ops_.count("split") == n_axes
+    text = str(spaces[name].template)
+    assert "sch.tensorize(" in text and VNNI_INTRIN_NAME in text
+
+
+# -- CSP -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_csp_kinds_candidates_and_pins(spaces: dict[str, Space], name: str) -> None:
+    _, stage, _, roles = CASES[name]
+    space = spaces[name]
+    csp = space.csp
+    kinds = {type(c) for c in csp.constraints}
+    assert {Prod, Sum, Eq, Le, In, Select} <= kinds
+    st = space.dag.stage(stage)
+    split_knobs = [k for k in csp.knobs if k.rsplit(".", 1)[-1] in {"S0", "S1", "S2", "R0", "R1"}]
+    assert split_knobs, csp.knobs
+    for knob in split_knobs:
+        axis = knob.split(".")[1]
+        ins = [c for c in csp.constraints if isinstance(c, In) and c.var == knob]
+        assert ins, f"split knob {knob} has no IN constraint"
+        assert ins[0].values == divisors(st.axis(axis).extent)
+    assert Eq(f"{stage}.{roles['n']}.T", 16) in csp.constraints
+    assert Eq(f"{stage}.{roles['k']}.T", 4) in csp.constraints
+    # every split is a PROD of its parts equal to the axis extent
+    for ax in st.axes:
+        parts = tuple(v for v in csp.vars if v.startswith(f"{stage}.{ax.name}."))
+        assert Prod(ax.extent, parts) in csp.constraints
+    # the write-back position is a knob chosen by a SELECT
+    assert f"{stage}.write_back.pos" in csp.knobs
+    assert any(
+        isinstance(c, Select) and c.index == f"{stage}.write_back.pos" for c in csp.constraints
+    )
+
+
+def test_csp_and_space_print_as_text(spaces: dict[str, Space]) -> None:
+    text = str(spaces["gemm"].csp)
+    lines = text.splitlines()
+    assert lines[0].startswith("# CSP: ")
+    for kind in ("PROD", "SUM", "EQ", "LE", "IN", "SELECT"):
+        assert any(line.startswith(kind + " ") for line in lines), kind
+    assert "EQ C.v_j.T == 16" in lines and "EQ C.v_k.T == 4" in lines
+    assert "IN C.v_i.S0 in {1, 2, 4, 8, 16, 32, 64, 128}" in lines
+    assert any(line.startswith("knob C.v_k.R0 in [1, 128]") for line in lines)
+    desc = spaces["gemm"].describe()
+    assert desc.startswith("# compute ")
+    assert "# template" in desc and "# CSP" in desc and "multiply-accumulate" in desc
+    assert "sch.tensorize(" in desc and "# S1.Tensorize" in desc
+    assert all(line.isprintable() for line in desc.splitlines())
+
+
+# -- the key property: every sampled assignment is valid, builds and computes exactly ---------
+
+
+def _inputs(space: Space, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for p in space.dag.params:
+        if p.name in space.dag.outputs:
+            continue
+        info = np.iinfo(p.dtype)
+        out.append(rng.integers(info.min, info.max, p.shape, dtype=p.dtype, endpoint=True))
+    return out
+
+
+def _reference(name: str, inputs: list[np.ndarray]) -> np.ndarray:
+    a, b = (x.astype(np.int64) for x in inputs)
+    if name == "gemm":
+        return a @ b.T
+    if name == "bmm":
+        return a @ b.transpose(0, 2, 1)
+    return b @ a  # gemv: y = A @ x, inputs are (x, A)
+
+
+def _register_bytes(space: Space, stage: str, a: dict[str, int]) -> int:
+    """Accumulator bytes of the register tile, recomputed in plain Python: the S2 extents of
+    the output's axes times the 16 int32 lanes of the VNNI tile."""
+    st = space.dag.stage(stage)
+    tile = math.prod(a[f"{stage}.{ax}.S2"] for ax in st.write.axes)
+    return tile * 16 * 4
+
+
+def _parallel_extent(space: Space, stage: str, a: dict[str, int]) -> tuple[int, int]:
+    """(extent of the parallel loop, the most the shape allows) in plain Python."""
+    st = space.dag.stage(stage)
+    m = space.matches[stage]
+    spatial = [ax for ax in st.axes if ax.kind == "S"]
+    extent = math.prod(a[f"{stage}.{ax.name}.S0"] for ax in spatial)
+    tile = {m.n_axis: m.intrinsic.n}
+    possible = math.prod(ax.extent // tile.get(ax.name, 1) for ax in spatial)
+    return extent, possible
+
+
+@needs_vnni
+@pytest.mark.parametrize("name", list(CASES))
+def test_sampled_assignments_are_valid_and_bit_exact(spaces: dict[str, Space], name: str) -> None:
+    _, stage, _, _ = CASES[name]
+    space = spaces[name]
+    samples = RandSAT(space.csp, seed=7).sample(SAMPLES)
+    assert len(samples) == SAMPLES
+    sampler_keys = {tuple(a[k] for k in space.csp.knobs) for a in samples}
+    assert len(sampler_keys) == SAMPLES  # distinct programs
+    target = space.target.tvm_target()
+    rng = np.random.default_rng(3)
+    inputs = _inputs(space, rng)
+    expected = _reference(name, inputs)
+    reg_limit = VECTOR_REGISTERS * VECTOR_BYTES - RESERVED_REGISTERS * VECTOR_BYTES
+    cores = space.target.cores
+    results = []
+    for a in samples:
+        assert space.csp.violations(a) == []
+        # C5: the accumulators fit the vector registers
+        assert _register_bytes(space, stage, a) <= reg_limit == 2048 - 256
+        assert a[f"{stage}.register.bytes"] == _register_bytes(space, stage, a) + 256
+        # C6 UseAllCores
+        par, possible = _parallel_extent(space, stage, a)
+        assert par >= min(cores, possible)
+        # the program builds (schedule + tvm.compile) and is exact
+        sch = space.apply(a)
+        tvm.compile(sch.mod, target=tvm.target.Target(target))
+        kernel = BuiltKernel(space, a, target)
+        out = kernel(*inputs)
+        assert out.dtype == np.int32 and out.shape == expected.shape
+        results.append(np.array_equal(out.astype(np.int64), expected))
+    valid = sum(results)
+    assert valid == SAMPLES, f"{name}: {valid}/{SAMPLES} sampled programs are bit-exact"
+
+
+@needs_vnni
+def test_gemm_relu_epilogue_programs_are_exact() -> None:
+    """A two-stage compute: the MAC producer is tensorized, the ReLU consumer stays as is."""
+    from tvm import te, tirx
+
+    X, W, C = ops.gemm(64, 64, 64)
+    R = te.compute(C.shape, lambda i, j: te.max(C[i, j], tirx.const(0, "int32")), name="R")
+    space = generate_space([X, W, R], "dlboost")
+    assert set(space.matches) == {"C"}
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 255, (64, 64), dtype=np.uint8, endpoint=True)
+    w = rng.integers(-128, 127, (64, 64), dtype=np.int8, endpoint=True)
+    expected = np.maximum(x.astype(np.int64) @ w.astype(np.int64).T, 0)
+    target = space.target.tvm_target()
+    for a in RandSAT(space.csp, seed=1).sample(4):
+        assert space.csp.violations(a) == []
+        assert np.array_equal(BuiltKernel(space, a, target)(x, w), expected)
+
+
+# -- targets ---------------------------------------------------------------------------------------
+
+
+def test_unknown_target_and_option() -> None:
+    with pytest.raises(UnknownTargetError, match="unknown target"):
+        get_target("tpu9000")
+    with pytest.raises(UnknownTargetError, match="no option"):
+        get_target("dlboost -frobnicate=3")
+    with pytest.raises(UnknownTargetError, match="no option"):
+        get_target({"kind": "llvm", "opt-level": "3"})
+    with pytest.raises(UnknownTargetError):
+        get_target(42)  # type: ignore[arg-type]
+
+
+def test_llvm_num_cores_is_dlboost_with_those_cores() -> None:
+    t = get_target("llvm -num-cores=2")
+    assert isinstance(t, DLBoostTarget)
+    assert t.cores == 2
+    assert t.key.startswith("dlboost ") and "-num-cores=2" in t.key
+    assert get_target("x86 -num-cores=3").cores == 3
+    assert get_target("DLBoost").names[0] == "dlboost"
+    same = DLBoostTarget(**{"num-cores": "2"})
+    assert get_target(same) is same
+
+
+def test_dict_target() -> None:
+    t = get_target({"kind": "llvm", "mcpu": "cascadelake", "num-cores": 2})
+    assert isinstance(t, DLBoostTarget)
+    assert t.mcpu == "cascadelake" and t.cores == 2
+    assert t.tvm_target() == {"kind": "llvm", "mcpu": "cascadelake", "num-cores": 2}
+    assert t.key == "dlboost -mcpu=cascadelake -num-cores=2"
+    # the same target as the equivalent string: the same records key
+    assert get_target("llvm -mcpu=cascadelake -num-cores=2").key == t.key
+    with pytest.raises(UnknownTargetError):
+        get_target({"mcpu": "cascadelake"})  # no kind
+
+
+def test_haswell_has_no_vnni() -> None:
+    t = get_target("llvm -mcpu=haswell")
+    with pytest.raises(HostFeatureError, match="haswell"):
+        t.tvm_target()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("dlboost", ("dlboost", {})),
+        ("  LLVM   -mcpu=skylake-avx512  ", ("llvm", {"mcpu": "skylake-avx512"})),
+        ("llvm -num-cores=4 -fast", ("llvm", {"num-cores": "4", "fast": True})),
+        ("llvm --mcpu=znver4", ("llvm", {"mcpu": "znver4"})),
+        ("llvm -a=b=c", ("llvm", {"a": "b=c"})),
+        ("llvm -key=", ("llvm", {"key": ""})),
+        ("llvm\t-x=1\n-y", ("llvm", {"x": "1", "y": True})),
+    ],
+)
+def test_parse_target_string(text: str, expected: tuple[str, dict]) -> None:
+    assert parse_target_string(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", "llvm mcpu=x", "llvm -", "llvm -mcpu=x cores"])
+def test_parse_target_string_rejects(text: str) -> None:
+    with pytest.raises(UnknownTargetError):
+        parse_target_string(text)
+
+
+def test_available_targets_has_dlboost() -> None:
+    found = available_targets()
+    assert found["dlboost"] is DLBoostTarget
+    assert all(issubclass(cls, DLATarget) for cls in found.values())
+
+
+TOY_MODULE = textwrap.dedent(
+    """
+    from heronlike.dla_targets.dlboost import DLBoostTarget, VNNI
+    from heronlike.target import DLATarget, MemoryLevel
+
+
+    class ToyTarget(DLATarget):
+        names = ("toynpu",)
+        option_names = ("lanes",)
+
+        @property
+        def intrinsics(self):
+            return (VNNI,)
+
+        @property
+        def memory(self):
+            return (MemoryLevel("register", 2048),)
+
+        @property
+        def cores(self):
+            return 1
+
+        def tvm_target(self):
+            return {"kind": "llvm"}
+
+        def schedule_rules(self):
+            return DLBoostTarget().schedule_rules()
+    """
+)
+
+
+def test_entry_point_target_is_found(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    (tmp_path / "mypkg_target.py").write_text(TOY_MODULE)
+    info = tmp_path / "toy-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text("[heronlike.targets]\ntoynpu = mypkg_target:ToyTarget\n")
+    with pytest.raises(UnknownTargetError):
+        get_target("toynpu")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "toynpu" in available_targets()
+    t = get_target("toynpu -lanes=8")
+    assert type(t).__name__ == "ToyTarget" and t.options == {"lanes": "8"}
+    assert t.key == "toynpu -lanes=8"
+    with pytest.raises(UnknownTargetError, match="no option"):
+        get_target("toynpu -bogus")
+    # the third-party target gets a schedule space without any edit to heronlike
+    space = generate_space(ops.gemm(64, 64, 64), "toynpu")
+    assert space.target.key == "toynpu" and "tensorize" in str(space.template)
+    # dlboost is still found first for its own names
+    assert isinstance(get_target("dlboost"), DLBoostTarget)
+
+
+def test_bad_entry_point_is_reported(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    (tmp_path / "notatarget.py").write_text("THING = 3\n")
+    info = tmp_path / "bad-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bad\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text("[heronlike.targets]\nbad = notatarget:THING\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UnknownTargetError, match="not a DLATarget"):
+        available_targets()
