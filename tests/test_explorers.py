@@ -16,7 +16,7 @@ from heronlike.cost_model import XGBCostModel, feature_names
 from heronlike.csp import CSP, In, Le, Prod, Sum
 from heronlike.explore import EXPLORERS, Explorer, Observation, explorer_class, make_explorer
 from heronlike.explore.cga import crossover_constraints, mutate
-from heronlike.explore.ga import Completer
+from heronlike.explore.common import Completer
 from heronlike.explore.opevo import (
     factor_graph,
     parameters,

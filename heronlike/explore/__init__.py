@@ -4,7 +4,14 @@ An explorer is ask/tell (:class:`Explorer`): ``propose(n, exclude=...)`` returns
 valid assignments, ``observe(observations)`` feeds back their throughput. The tune loop owns the
 budget, the measurement and the records.
 
-Built-in explorers are listed by name in :data:`EXPLORERS` and imported on first use.
+Built-in explorers are listed by name in :data:`EXPLORERS` and imported on first use:
+
+* ``"random"``: RandSAT samples, picked ε-greedily by the cost model (Heron's ``CRAND``);
+* ``"cga"``: Heron's constraint-based GA with key variables by feature importance;
+  ``"cga1"``: the same with random key variables (the CGA-1 ablation);
+* ``"sa"``: simulated annealing on the cost model, Metropolis acceptance;
+* ``"ga"``: a classic GA on knob vectors, invalid children discarded;
+* ``"opevo"``: OpEvo's q-random-walk evolution on measured throughput.
 
 Adding your own explorer (three ways):
 

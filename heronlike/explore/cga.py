@@ -68,7 +68,7 @@ from heronlike.cost_model import feature_names
 from heronlike.csp import CSP, In
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Explorer
-from heronlike.explore.ga import (
+from heronlike.explore.common import (
     Completer,
     KnobDrawer,
     best_measured,

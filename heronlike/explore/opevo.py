@@ -36,7 +36,7 @@ some measured fitness is > 0, proposals are RandSAT samples.
 **Validity** (heronlike's CSPs have capacity limits the topologies do not know): a walked point
 is *completed* — its non-knob variables derived from the knobs, exactly what
 ``sampler.sample(1, extra=[Eq(k, v) for every knob])`` returns, without a CP-SAT call
-(:class:`heronlike.explore.ga.Completer`; CP-SAT is used when the CSP defines some variable
+(:class:`heronlike.explore.common.Completer`; CP-SAT is used when the CSP defines some variable
 otherwise) — and checked with :meth:`CSP.violations`. The repair chosen is **walk again**: an
 infeasible point is dropped, counted in :attr:`OpEvoExplorer.invalid_walks`, and the child is
 bred again (recombination and walk), so every proposal stays on the topologies. A child already
@@ -56,7 +56,7 @@ import numpy as np
 
 from heronlike.csp import CSP, Select
 from heronlike.explore.base import Explorer, Observation
-from heronlike.explore.ga import Completer, factorizations, split_groups
+from heronlike.explore.common import Completer, factorizations, split_groups
 
 __all__ = [
     "OpEvoExplorer",

@@ -1,6 +1,6 @@
 """Simulated annealing on the cost model with a real Metropolis acceptance.
 
-Heron's ``SA`` ablation baseline (``tuner/sa_tuner.py``) computes a Metropolis probability and
+Heron's ``SA`` ablation baseline computes a Metropolis probability and
 then overwrites it with "accept only if better", which is hill climbing. Here a worse move is
 accepted with probability ``exp(Δ / T)`` (:func:`acceptance_probability`), ``Δ`` being the
 difference of predicted scores (the ``reg`` cost model's scores are normalised throughput,

@@ -1,0 +1,321 @@
+"""What the explorers on knob vectors share (GA, CGA, SA, OpEvo).
+
+:class:`Completer` (knob values -> the full assignment, or None if invalid), :func:`split_groups`
+and :class:`KnobDrawer` (random split-consistent knob values), and the selection helpers
+(:func:`roulette`, :func:`epsilon_select`, :func:`best_measured`, :func:`top`, :func:`unique`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+
+import numpy as np
+
+from heronlike.csp import CSP, Constraint, Eq, Operand, Prod, Select, Sum
+from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
+from heronlike.explore.base import Observation
+
+__all__ = [
+    "Completer",
+    "KnobDrawer",
+    "best_measured",
+    "epsilon_select",
+    "factorizations",
+    "fixed_values",
+    "roulette",
+    "split_groups",
+    "top",
+    "unique",
+]
+
+Assignment = dict[str, int]
+Key = tuple[int, ...]
+
+
+class Completer:
+    """The full assignment that given knob values imply, or None if it is invalid.
+
+    The non-knob variables of Heron's CSPs are defined by PROD, SUM, EQ and SELECT constraints
+    from the knobs (tile products, byte counts, selected locations). The definitions are ordered
+    once; :meth:`__call__` evaluates them and checks the ranges and the other constraints (what
+    :meth:`CSP.violations` checks; ~30 us on the GEMM space). When some variable is not defined
+    that way (``complete`` is False), a call falls back to one CP-SAT solve with every knob fixed
+    by an EQ (``sampler.sample(1, extra=[Eq(k, v), ...])``), which is ~100x slower.
+    """
+
+    def __init__(self, csp: CSP, sampler=None) -> None:
+        self.csp = csp
+        self.sampler = sampler
+        self.knobs = csp.knobs
+        known = set(self.knobs) | {n for n, v in csp.vars.items() if v.lo == v.hi}
+        self.steps: list[tuple[str, Constraint]] = []
+        todo = [c for c in csp.constraints if isinstance(c, Prod | Sum | Eq | Select)]
+        progress = True
+        while progress:
+            progress = False
+            for c in list(todo):
+                out = _defines(c, known)
+                if out is not None:
+                    self.steps.append((out, c))
+                    known.add(out)
+                    todo.remove(c)
+                    progress = True
+        self.complete = known >= set(csp.vars)
+        # a definition holds by construction: check the other constraints and every range
+        defining = {id(c) for _, c in self.steps}
+        self.checks = [c for c in csp.constraints if id(c) not in defining]
+        self.ranges = [(n, v.lo, v.hi) for n, v in csp.vars.items()]
+        self.constants = {n: v.lo for n, v in csp.vars.items() if v.lo == v.hi and v.knob is False}
+
+    def __call__(self, knobs: Mapping[str, int]) -> Assignment | None:
+        if not self.complete:
+            return self._solve(knobs)
+        a = dict(self.constants)
+        for k in self.knobs:
+            a[k] = int(knobs[k])
+        for name, c in self.steps:
+            value = _compute(c, name, a)
+            if value is None:
+                return None
+            a[name] = value
+        for name, lo, hi in self.ranges:
+            if not lo <= a[name] <= hi:
+                return None
+        for c in self.checks:
+            if not c.holds(a):
+                return None
+        return {name: a[name] for name in self.csp.vars}
+
+    def _solve(self, knobs: Mapping[str, int]) -> Assignment | None:
+        if self.sampler is None:
+            raise ValueError("this CSP needs a sampler to complete knob values")
+        try:
+            got = self.sampler.sample(
+                1, extra=[Eq(k, int(knobs[k])) for k in self.knobs], max_draws=1
+            )
+        except (InfeasibleSpaceError, SolverTimeoutError):
+            return None
+        return got[0] if got else None
+
+
+def _defines(c: Constraint, known: set[str]) -> str | None:
+    """The one unknown variable ``c`` computes from known operands, if any."""
+    if isinstance(c, Prod | Sum | Select):
+        if isinstance(c.target, str) and c.target not in known:
+            if all(isinstance(o, int) or o in known for o in c.operands()[1:]):
+                return c.target
+        return None
+    unknown = [o for o in (c.a, c.b) if isinstance(o, str) and o not in known]
+    return unknown[0] if len(unknown) == 1 else None
+
+
+def _compute(c: Constraint, name: str, a: Mapping[str, int]) -> int | None:
+    def val(op: Operand) -> int:
+        return op if isinstance(op, int) else a[op]
+
+    if isinstance(c, Prod):
+        out = 1
+        for f in c.factors:
+            out *= val(f)
+        return out
+    if isinstance(c, Sum):
+        return sum(k * val(t) for k, t in zip(c.weights(), c.terms))
+    if isinstance(c, Select):
+        i = a[c.index]
+        return val(c.options[i]) if 0 <= i < len(c.options) else None
+    assert isinstance(c, Eq)
+    return val(c.b) if c.a == name else val(c.a)
+
+
+# -- split groups and random knob draws ----------------------------------------------------------
+
+
+def split_groups(csp: CSP) -> list[tuple[tuple[str, ...], int]]:
+    """The split loops of ``csp``: ``(knobs, total)`` with ``prod(knobs) == total``.
+
+    A split is a ``PROD`` whose target is a constant (or a variable with one value) and whose
+    factors are at least two distinct knobs and otherwise constants or one-valued variables
+    (range ``lo == hi`` or an ``EQ`` to a constant); ``total`` is the target divided by that
+    fixed part. A knob belongs to the first split that names it only.
+    """
+    knob_set = set(csp.knobs)
+    fixed = fixed_values(csp)
+    used: set[str] = set()
+    out = []
+    for c in csp.constraints:
+        if not isinstance(c, Prod):
+            continue
+        target = c.target if isinstance(c.target, int) else fixed.get(c.target)
+        names = [f for f in c.factors if isinstance(f, str) and f in knob_set]
+        rest = [f for f in c.factors if not (isinstance(f, str) and f in knob_set)]
+        if target is None or target <= 0 or len(names) < 2 or set(names) & used:
+            continue
+        if len(set(names)) != len(names):
+            continue
+        if any(isinstance(f, str) and f not in fixed for f in rest):
+            continue
+        const = 1
+        for f in rest:
+            const *= f if isinstance(f, int) else fixed[f]
+        if const <= 0 or target % const:
+            continue
+        out.append((tuple(names), target // const))
+        used |= set(names)
+    return out
+
+
+def fixed_values(csp: CSP) -> dict[str, int]:
+    """Non-knob variables with a single value: by their range or an ``EQ`` to a constant."""
+    knobs = set(csp.knobs)
+    fixed = {n: v.lo for n, v in csp.vars.items() if v.lo == v.hi}
+    for c in csp.constraints:
+        if isinstance(c, Eq):
+            if isinstance(c.a, str) and isinstance(c.b, int) and c.a not in knobs:
+                fixed[c.a] = c.b
+            elif isinstance(c.b, str) and isinstance(c.a, int) and c.b not in knobs:
+                fixed[c.b] = c.a
+    return fixed
+
+
+def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
+    """Every ordered tuple of ``parts`` positive integers whose product is ``total``."""
+    if parts == 0:
+        return [()] if total == 1 else []
+    if parts == 1:
+        return [(total,)]
+    return [
+        (d, *rest)
+        for d in range(1, total + 1)
+        if total % d == 0
+        for rest in factorizations(total // d, parts - 1)
+    ]
+
+
+class KnobDrawer:
+    """Random knob values consistent with the splits and ``IN`` restrictions of a CSP.
+
+    Each split gets a uniform ordered factorisation whose parts are candidates of their knobs,
+    every other knob a uniform candidate (the hints of Heron's RandSAT, made split-consistent as
+    :mod:`heronlike.sampler` does). Capacity limits are not checked: complete and check the
+    result with :class:`Completer`.
+    """
+
+    def __init__(self, csp: CSP) -> None:
+        self.groups = []
+        grouped: set[str] = set()
+        for names, total in split_groups(csp):
+            allowed = [set(csp.candidates(k)) for k in names]
+            rows = [
+                f
+                for f in factorizations(total, len(names))
+                if all(v in allowed[i] for i, v in enumerate(f))
+            ]
+            if rows:
+                self.groups.append((names, np.array(rows, dtype=np.int64)))
+                grouped |= set(names)
+        self.singles = {
+            k: np.array(csp.candidates(k), dtype=np.int64) for k in csp.knobs if k not in grouped
+        }
+
+    def options(self, restrict: Mapping[str, Collection[int]] = {}) -> list | None:
+        """The rows/values left by ``restrict`` (knob -> allowed values); None if one is empty."""
+        out = []
+        for names, rows in self.groups:
+            mask = np.ones(len(rows), dtype=bool)
+            for i, k in enumerate(names):
+                if k in restrict:
+                    mask &= np.isin(rows[:, i], list(restrict[k]))
+            if not mask.any():
+                return None
+            out.append((names, rows[mask]))
+        for k, values in self.singles.items():
+            if k in restrict:
+                values = values[np.isin(values, list(restrict[k]))]
+            if values.size == 0:
+                return None
+            out.append(((k,), values[:, None]))
+        return out
+
+    @staticmethod
+    def draw(options: list, rng: np.random.Generator) -> dict[str, int]:
+        """One random knob assignment from :meth:`options`."""
+        knobs: dict[str, int] = {}
+        for names, rows in options:
+            row = rows[int(rng.integers(len(rows)))]
+            knobs.update(zip(names, (int(v) for v in row)))
+        return knobs
+
+
+# -- selection helpers shared by the model-guided explorers --------------------------------------
+
+
+def roulette(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` indices drawn with replacement, each with probability ∝ its score.
+
+    Scores are shifted to be >= 0 when some are negative; when they sum to 0 (an untrained model
+    predicts zeros) the draw is uniform.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    w = s - s.min() if s.min() < 0 else s.copy()
+    total = w.sum()
+    if not np.isfinite(total) or total <= 0:
+        return rng.integers(s.size, size=k)
+    return rng.choice(s.size, size=k, replace=True, p=w / total)
+
+
+def epsilon_select(
+    pool: Sequence[Assignment], scores: np.ndarray, n: int, epsilon: float, rng: np.random.Generator
+) -> list[Assignment]:
+    """Heron's ε-greedy: the ``ceil(epsilon * n)`` best of ``pool``, then random others.
+
+    The rest is drawn uniformly without replacement; greedy picks come first, best first.
+    ``pool`` must already be free of duplicates and excluded assignments.
+    """
+    if n <= 0 or not pool:
+        return []
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    if len(pool) <= n:
+        return [pool[int(i)] for i in order]
+    n_greedy = min(n, math.ceil(epsilon * n))
+    greedy = [int(i) for i in order[:n_greedy]]
+    rest = np.sort(order[n_greedy:])
+    picks = rng.choice(rest, size=n - n_greedy, replace=False) if n > n_greedy else []
+    return [pool[i] for i in greedy] + [pool[int(i)] for i in picks]
+
+
+def best_measured(observations: Sequence[Observation], k: int, key) -> list[Assignment]:
+    """The ``k`` distinct measured assignments of highest throughput (failed ones left out)."""
+    valid = sorted(
+        (o for o in observations if o.throughput is not None),
+        key=lambda o: -float(o.throughput),  # type: ignore[arg-type]
+    )
+    out, seen = [], set()
+    for o in valid:
+        if len(out) >= k:
+            break
+        kk = key(o.assignment)
+        if kk not in seen:
+            seen.add(kk)
+            out.append(dict(o.assignment))
+    return out
+
+
+def unique(batch: Sequence[Assignment], key) -> list[Assignment]:
+    """``batch`` without later duplicates by ``key``."""
+    out, seen = [], set()
+    for a in batch:
+        k = key(a)
+        if k not in seen:
+            seen.add(k)
+            out.append(a)
+    return out
+
+
+def top(batch: Sequence[Assignment], scores: Mapping[Key, float], key, k: int) -> list[Assignment]:
+    """The ``k`` best distinct assignments of ``batch`` by score (stable on ties)."""
+    uniq = unique(batch, key)
+    order = sorted(range(len(uniq)), key=lambda i: -scores[key(uniq[i])])
+    return [uniq[i] for i in order[:k]]
