@@ -164,6 +164,38 @@ class Select:
 Constraint = Prod | Sum | Eq | Le | In | Select
 
 
+def defined_by(c: Constraint, known: set[str]) -> str | None:
+    """The one variable constraint ``c`` computes from the ``known`` ones, or None.
+
+    PROD, SUM and SELECT define their target once every other operand is known; EQ defines
+    whichever side is unknown.
+    """
+    if isinstance(c, Prod | Sum | Select):
+        if isinstance(c.target, str) and c.target not in known:
+            if all(isinstance(o, int) or o in known for o in c.operands()[1:]):
+                return c.target
+        return None
+    if isinstance(c, Eq):
+        unknown = [o for o in (c.a, c.b) if isinstance(o, str) and o not in known]
+        return unknown[0] if len(unknown) == 1 else None
+    return None
+
+
+def derive(c: Constraint, name: str, a: Assignment) -> int | None:
+    """The value of ``name`` that makes ``c`` hold given the other operands in ``a``; None for
+    a SELECT whose index is out of range."""
+    if isinstance(c, Prod):
+        return math.prod(_value(f, a) for f in c.factors)
+    if isinstance(c, Sum):
+        return sum(k * _value(t, a) for k, t in zip(c.weights(), c.terms, strict=True))
+    if isinstance(c, Select):
+        i = a[c.index]
+        return _value(c.options[i], a) if 0 <= i < len(c.options) else None
+    if isinstance(c, Eq):
+        return _value(c.b, a) if c.a == name else _value(c.a, a)
+    raise TypeError(f"{c} defines no variable")
+
+
 @dataclass
 class CSP:
     """Variables and constraints of one schedule space (Heron §4.2).
@@ -223,6 +255,25 @@ class CSP:
         if allowed is None:
             return tuple(range(var.lo, var.hi + 1))
         return tuple(sorted(v for v in allowed if var.lo <= v <= var.hi))
+
+    def derivation(self, known: Iterable[str]) -> tuple[list[tuple[str, Constraint]], bool]:
+        """An order of ``(variable, constraint)`` steps that computes variables from ``known``
+        ones (with :func:`derive`), and whether every variable is then known. Variables with a
+        one-value range count as known."""
+        have = set(known) | {n for n, v in self.vars.items() if v.lo == v.hi}
+        steps: list[tuple[str, Constraint]] = []
+        todo = [c for c in self.constraints if isinstance(c, Prod | Sum | Eq | Select)]
+        progress = True
+        while progress:
+            progress = False
+            for c in list(todo):
+                out = defined_by(c, have)
+                if out is not None:
+                    steps.append((out, c))
+                    have.add(out)
+                    todo.remove(c)
+                    progress = True
+        return steps, have >= set(self.vars)
 
     def violations(self, a: Assignment) -> list[str]:
         """Every range or constraint that ``a`` breaks, as text; empty when ``a`` is valid.

@@ -25,7 +25,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 from ortools.util.python import sorted_interval_list
 
-from .csp import CSP, Constraint, Eq, In, Le, Operand, Prod, Select, Sum
+from .csp import CSP, Constraint, Eq, In, Le, Operand, Prod, Select, Sum, derive
 from .errors import InfeasibleSpaceError, SolverTimeoutError
 
 __all__ = ["RandSAT", "SamplerStats", "solve_one"]
@@ -273,20 +273,7 @@ class _Plan:
 
     def _definitions(self) -> None:
         """Order the constraints that compute every non-knob variable from the knobs."""
-        known = set(self.knobs) | {n for n, v in self.csp.vars.items() if v.lo == v.hi}
-        self.steps: list[tuple[str, Constraint]] = []
-        todo = [c for c in self.csp.constraints if isinstance(c, Prod | Sum | Eq | Select)]
-        progress = True
-        while progress:
-            progress = False
-            for c in list(todo):
-                out = _defines(c, known)
-                if out is not None:
-                    self.steps.append((out, c))
-                    known.add(out)
-                    todo.remove(c)
-                    progress = True
-        self.complete = known >= set(self.names)
+        self.steps, self.complete = self.csp.derivation(self.knobs)
 
     def _evaluate(self, knobs: dict[str, int]) -> dict[str, int] | None:
         """The full assignment the knob values imply, or None if it breaks a constraint."""
@@ -295,7 +282,10 @@ class _Plan:
             if var.lo == var.hi and name not in a:
                 a[name] = var.lo
         for name, c in self.steps:
-            a[name] = _compute(c, name, a)
+            value = derive(c, name, a)
+            if value is None:
+                return None
+            a[name] = value
         return None if self.csp.violations(a) else a
 
     def hints(self, rng: np.random.Generator, tries: int = 128) -> dict[str, int]:
@@ -314,34 +304,6 @@ class _Plan:
                 return full
             hint = self._random_knobs(rng)
         return self._evaluate(hint) or hint
-
-
-def _defines(c: Constraint, known: set[str]) -> str | None:
-    """The one unknown variable ``c`` computes from known operands, if any."""
-    if isinstance(c, Prod | Sum | Select):
-        rest = c.operands()[1:]
-        if isinstance(c.target, str) and c.target not in known:
-            if all(isinstance(o, int) or o in known for o in rest):
-                return c.target
-        return None
-    assert isinstance(c, Eq)
-    unknown = [o for o in (c.a, c.b) if isinstance(o, str) and o not in known]
-    return unknown[0] if len(unknown) == 1 else None
-
-
-def _compute(c: Constraint, name: str, a: Mapping[str, int]) -> int:
-    def val(op: Operand) -> int:
-        return op if isinstance(op, int) else a[op]
-
-    if isinstance(c, Prod):
-        return math.prod(val(f) for f in c.factors)
-    if isinstance(c, Sum):
-        return sum(k * val(t) for k, t in zip(c.weights(), c.terms))
-    if isinstance(c, Select):
-        i = a[c.index]
-        return val(c.options[i]) if 0 <= i < len(c.options) else val(c.options[0])
-    assert isinstance(c, Eq)
-    return val(c.b) if c.a == name else val(c.a)
 
 
 def _size(csp: CSP) -> str:

@@ -117,3 +117,28 @@ def test_csp_text() -> None:
         "PROD t == x * y",
         "LE t <= 16",
     ]
+
+
+def test_derivation_computes_every_derived_variable() -> None:
+    from heronlike.csp import CSP, Eq, Prod, Select, Sum, derive
+
+    csp = CSP()
+    for name in ("a", "b", "pos"):
+        csp.var(name, 0 if name == "pos" else 1, 8, knob=True)
+    csp.var("ab", 1, 64)
+    csp.var("bytes", 0, 1000)
+    csp.var("pick", 1, 64)
+    csp.var("copy", 1, 64)
+    csp.add(Prod("ab", ("a", "b")))
+    csp.add(Sum("bytes", ("ab", 4), (4, 1)))
+    csp.add(Select("pick", "pos", ("a", "ab")))
+    csp.add(Eq("copy", "pick"))
+    steps, complete = csp.derivation(csp.knobs)
+    assert complete and [name for name, _ in steps] == ["ab", "bytes", "pick", "copy"]
+    a = {"a": 3, "b": 5, "pos": 1}
+    for name, c in steps:
+        a[name] = derive(c, name, a)
+    assert a == {"a": 3, "b": 5, "pos": 1, "ab": 15, "bytes": 64, "pick": 15, "copy": 15}
+    assert csp.violations(a) == []
+    _, partial = csp.derivation(["a"])
+    assert not partial

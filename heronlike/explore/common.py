@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-from heronlike.csp import CSP, Constraint, Eq, Operand, Prod, Select, Sum
+from heronlike.csp import CSP, Eq, Prod, derive
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Observation
 
@@ -48,20 +48,7 @@ class Completer:
         self.csp = csp
         self.sampler = sampler
         self.knobs = csp.knobs
-        known = set(self.knobs) | {n for n, v in csp.vars.items() if v.lo == v.hi}
-        self.steps: list[tuple[str, Constraint]] = []
-        todo = [c for c in csp.constraints if isinstance(c, Prod | Sum | Eq | Select)]
-        progress = True
-        while progress:
-            progress = False
-            for c in list(todo):
-                out = _defines(c, known)
-                if out is not None:
-                    self.steps.append((out, c))
-                    known.add(out)
-                    todo.remove(c)
-                    progress = True
-        self.complete = known >= set(csp.vars)
+        self.steps, self.complete = csp.derivation(self.knobs)
         # a definition holds by construction: check the other constraints and every range
         defining = {id(c) for _, c in self.steps}
         self.checks = [c for c in csp.constraints if id(c) not in defining]
@@ -75,7 +62,7 @@ class Completer:
         for k in self.knobs:
             a[k] = int(knobs[k])
         for name, c in self.steps:
-            value = _compute(c, name, a)
+            value = derive(c, name, a)
             if value is None:
                 return None
             a[name] = value
@@ -97,35 +84,6 @@ class Completer:
         except (InfeasibleSpaceError, SolverTimeoutError):
             return None
         return got[0] if got else None
-
-
-def _defines(c: Constraint, known: set[str]) -> str | None:
-    """The one unknown variable ``c`` computes from known operands, if any."""
-    if isinstance(c, Prod | Sum | Select):
-        if isinstance(c.target, str) and c.target not in known:
-            if all(isinstance(o, int) or o in known for o in c.operands()[1:]):
-                return c.target
-        return None
-    unknown = [o for o in (c.a, c.b) if isinstance(o, str) and o not in known]
-    return unknown[0] if len(unknown) == 1 else None
-
-
-def _compute(c: Constraint, name: str, a: Mapping[str, int]) -> int | None:
-    def val(op: Operand) -> int:
-        return op if isinstance(op, int) else a[op]
-
-    if isinstance(c, Prod):
-        out = 1
-        for f in c.factors:
-            out *= val(f)
-        return out
-    if isinstance(c, Sum):
-        return sum(k * val(t) for k, t in zip(c.weights(), c.terms))
-    if isinstance(c, Select):
-        i = a[c.index]
-        return val(c.options[i]) if 0 <= i < len(c.options) else None
-    assert isinstance(c, Eq)
-    return val(c.b) if c.a == name else val(c.a)
 
 
 # -- split groups and random knob draws ----------------------------------------------------------
