@@ -26,6 +26,29 @@ if TYPE_CHECKING:
 __all__ = ["Explorer", "NoOptions", "Observation"]
 
 
+def check_options(
+    options: object,
+    *,
+    positive: tuple[str, ...] = (),
+    non_negative: tuple[str, ...] = (),
+    unit: tuple[str, ...] = (),
+) -> None:
+    """Validate explorer options: integers >= 1, integers >= 0, and fractions in [0, 1].
+
+    Raises:
+        ValueError: naming the first option out of range.
+    """
+    for names, low in ((positive, 1), (non_negative, 0)):
+        for name in names:
+            value = getattr(options, name)
+            if int(value) != value or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    for name in unit:
+        value = getattr(options, name)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
 @dataclass(frozen=True)
 class Observation:
     """The result of one trial: the assignment measured and its throughput in op/s.

@@ -67,7 +67,7 @@ import numpy as np
 from heronlike.cost_model import feature_names
 from heronlike.csp import CSP, In
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
-from heronlike.explore.base import Explorer
+from heronlike.explore.base import Explorer, check_options
 from heronlike.explore.common import (
     Completer,
     KnobDrawer,
@@ -188,15 +188,12 @@ class CGAOptions:
     )
 
     def __post_init__(self) -> None:
-        for name in ("pop_size", "select_num"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
-        for name in ("generations", "history_topk", "elites", "child_tries"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {getattr(self, name)}")
-        for name in ("key_ratio", "mutation_prob", "epsilon"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        check_options(
+            self,
+            positive=("pop_size", "select_num"),
+            non_negative=("generations", "history_topk", "elites", "child_tries"),
+            unit=("key_ratio", "mutation_prob", "epsilon"),
+        )
         if self.key_scope not in ("all", "knobs"):
             raise ValueError(f"key_scope must be 'all' or 'knobs', got {self.key_scope!r}")
         if self.child_solver not in ("draw", "randsat"):

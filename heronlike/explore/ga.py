@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from heronlike.explore.base import Explorer
+from heronlike.explore.base import Explorer, check_options
 from heronlike.explore.common import (
     Assignment,
     Completer,
@@ -75,15 +75,12 @@ class GAOptions:
     )
 
     def __post_init__(self) -> None:
-        for name in ("pop_size", "select_num"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
-        for name in ("generations", "history_topk", "elites"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {getattr(self, name)}")
-        for name in ("mutation_prob", "epsilon", "restart_ratio"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        check_options(
+            self,
+            positive=("pop_size", "select_num"),
+            non_negative=("generations", "history_topk", "elites"),
+            unit=("mutation_prob", "epsilon", "restart_ratio"),
+        )
         if self.crossover not in ("one_point", "uniform"):
             raise ValueError(f"crossover must be 'one_point' or 'uniform', got {self.crossover!r}")
 

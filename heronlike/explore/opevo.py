@@ -55,7 +55,7 @@ import networkx as nx
 import numpy as np
 
 from heronlike.csp import CSP, Select
-from heronlike.explore.base import Explorer, Observation
+from heronlike.explore.base import Explorer, Observation, check_options
 from heronlike.explore.common import Completer, factorizations, split_groups
 
 __all__ = [
@@ -291,9 +291,7 @@ class OpEvoOptions:
     )
 
     def __post_init__(self) -> None:
-        for name in ("parents", "offspring", "max_retries"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        check_options(self, positive=("parents", "offspring", "max_retries"))
         if not 0.0 <= self.q < 1.0:
             raise ValueError(f"q must be in [0, 1), got {self.q}")
         if self.position_topology not in ("discrete", "choice"):

@@ -31,7 +31,7 @@ import numpy as np
 
 from heronlike.csp import Eq, In, Prod
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
-from heronlike.explore.base import Explorer
+from heronlike.explore.base import Explorer, check_options
 from heronlike.explore.cga import best_measured, epsilon_select
 
 __all__ = ["SAExplorer", "SAOptions", "acceptance_probability"]
@@ -70,9 +70,7 @@ class SAOptions:
     )
 
     def __post_init__(self) -> None:
-        for name in ("chains", "steps", "neighbour_tries"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(self, name)}")
+        check_options(self, positive=("chains", "steps", "neighbour_tries"))
         if not self.t0 >= 0:
             raise ValueError(f"t0 must be >= 0, got {self.t0}")
         if not 0.0 < self.cooling <= 1.0:
