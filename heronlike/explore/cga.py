@@ -72,8 +72,8 @@ from heronlike.explore.common import (
     Completer,
     KnobDrawer,
     best_measured,
-    epsilon_select,
     roulette,
+    select_batch,
     top,
     unique,
 )
@@ -297,12 +297,8 @@ class CGAExplorer(Explorer):
             population = top(children + elites, scores, key, opt.pop_size)
         self._population = population
         pool = [a for k, a in seen.items() if k not in excluded]
-        picks = epsilon_select(
-            pool, np.array([scores[key(a)] for a in pool]), n, opt.epsilon, self.rng
-        )
-        if len(picks) < n:  # the round saw too few new programs: top up from RandSAT
-            picks += self.sampler.sample(n - len(picks), exclude=excluded | {key(a) for a in picks})
-        return picks
+        pool_scores = np.array([scores[key(a)] for a in pool])
+        return select_batch(pool, pool_scores, n, opt.epsilon, self.rng, self.sampler, excluded)
 
     def _solve_child(self, constraints: Sequence[In]) -> Assignment | None:
         """One solution of ``CSP_initial + constraints``, or None (counted) if none was found."""

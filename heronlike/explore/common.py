@@ -21,6 +21,7 @@ __all__ = [
     "KnobDrawer",
     "best_measured",
     "epsilon_select",
+    "select_batch",
     "factorizations",
     "fixed_values",
     "roulette",
@@ -242,6 +243,24 @@ def epsilon_select(
     rest = np.sort(order[n_greedy:])
     picks = rng.choice(rest, size=n - n_greedy, replace=False) if n > n_greedy else []
     return [pool[i] for i in greedy] + [pool[int(i)] for i in picks]
+
+
+def select_batch(
+    pool: Sequence[Assignment],
+    scores: np.ndarray,
+    n: int,
+    epsilon: float,
+    rng: np.random.Generator,
+    sampler,
+    excluded: Collection[Key],
+) -> list[Assignment]:
+    """End of a round: :func:`epsilon_select` ``n`` of ``pool``; when the pool holds fewer,
+    fill the batch with RandSAT samples that are neither excluded nor already picked."""
+    picks = epsilon_select(pool, scores, n, epsilon, rng)
+    if len(picks) < n:
+        taken = set(excluded) | {sampler.key(a) for a in picks}
+        picks += sampler.sample(n - len(picks), exclude=taken)
+    return picks
 
 
 def best_measured(observations: Sequence[Observation], k: int, key) -> list[Assignment]:

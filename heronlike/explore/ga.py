@@ -40,8 +40,8 @@ from heronlike.explore.common import (
     Assignment,
     Completer,
     best_measured,
-    epsilon_select,
     roulette,
+    select_batch,
     top,
     unique,
 )
@@ -170,9 +170,5 @@ class GAExplorer(Explorer):
             population = top(children + elites, scores, key, opt.pop_size)
         self._population = population
         pool = [a for k, a in seen.items() if k not in excluded]
-        picks = epsilon_select(
-            pool, np.array([scores[key(a)] for a in pool]), n, opt.epsilon, self.rng
-        )
-        if len(picks) < n:
-            picks += self.sampler.sample(n - len(picks), exclude=excluded | {key(a) for a in picks})
-        return picks
+        pool_scores = np.array([scores[key(a)] for a in pool])
+        return select_batch(pool, pool_scores, n, opt.epsilon, self.rng, self.sampler, excluded)

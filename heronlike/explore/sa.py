@@ -32,7 +32,7 @@ import numpy as np
 from heronlike.csp import Eq, In, Prod
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Explorer, check_options
-from heronlike.explore.cga import best_measured, epsilon_select
+from heronlike.explore.common import best_measured, select_batch
 
 __all__ = ["SAExplorer", "SAOptions", "acceptance_probability"]
 
@@ -153,9 +153,7 @@ class SAExplorer(Explorer):
                         chains[i], current[i] = b, float(s)
             temperature *= opt.cooling
         pool = [(a, s) for k, (a, s) in seen.items() if k not in excluded]
-        picks = epsilon_select(
-            [a for a, _ in pool], np.array([s for _, s in pool]), n, opt.epsilon, self.rng
+        assignments, pool_scores = [a for a, _ in pool], np.array([s for _, s in pool])
+        return select_batch(
+            assignments, pool_scores, n, opt.epsilon, self.rng, self.sampler, excluded
         )
-        if len(picks) < n:
-            picks += self.sampler.sample(n - len(picks), exclude=excluded | {key(a) for a in picks})
-        return picks
