@@ -33,6 +33,9 @@ class Space:
         packed: function parameters the kernel takes in a packed layout (name -> layout); see
             :meth:`prepare_args`.
         matches: the stages mapped onto intrinsics.
+        nests: the final loop nest of every scheduled stage, outer to inner
+            (:class:`heronlike.rules.base.Loop`: symbol, axis, extent variable, tiling level);
+            read by :class:`heronlike.features.ScheduleFeatures`.
     """
 
     dag: ComputeDAG
@@ -41,6 +44,7 @@ class Space:
     csp: CSP
     packed: dict[str, PackedLayout] = field(default_factory=dict)
     matches: dict[str, IntrinsicMatch] = field(default_factory=dict)
+    nests: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     @property
     def workload_key(self) -> str:
@@ -101,4 +105,5 @@ def generate_space(compute: Any, target: str | DLATarget | Mapping[str, Any]) ->
     generate(ctx, tgt.schedule_rules(), tgt.constraint_rules())
     if not ctx.template.steps:
         raise InfeasibleSpaceError(f"no rule of target {tgt.key} applies to the compute")
-    return Space(dag, tgt, ctx.template, ctx.csp, dict(ctx.packed), dict(ctx.matches))
+    nests = {n: tuple(st.loops) for n, st in ctx.states.items() if st.loops and not st.inlined}
+    return Space(dag, tgt, ctx.template, ctx.csp, dict(ctx.packed), dict(ctx.matches), nests)

@@ -36,6 +36,7 @@ from heronlike.cost_model import CostModel
 from heronlike.csp import CSP
 from heronlike.errors import UnknownExplorerError
 from heronlike.explore.base import Explorer, Observation
+from heronlike.features import Featurizer
 
 if TYPE_CHECKING:
     from heronlike.sampler import RandSAT
@@ -72,12 +73,14 @@ def make_explorer(
     sampler: RandSAT,
     cost_model: CostModel,
     rng: np.random.Generator,
+    *,
+    featurizer: Featurizer | None = None,
     **options: Any,
 ) -> Explorer:
     """Normalise an explorer given by name, class or instance into an instance.
 
     A name is looked up in :data:`EXPLORERS`; a class is built with ``(csp, sampler, cost_model,
-    rng, **options)``; an :class:`Explorer` instance is returned as it is.
+    rng, featurizer=featurizer, **options)``; an :class:`Explorer` instance is returned as it is.
 
     Raises:
         UnknownExplorerError: if a name is not registered.
@@ -99,4 +102,4 @@ def make_explorer(
         raise TypeError(
             f"explorer must be a name, an Explorer subclass or an Explorer, not {name_or_obj!r}"
         )
-    return cls(csp, sampler, cost_model, rng, **options)
+    return cls(csp, sampler, cost_model, rng, featurizer=featurizer, **options)

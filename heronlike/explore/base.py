@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from heronlike.cost_model import CostModel, assignment_features
+from heronlike.cost_model import CostModel
 from heronlike.csp import CSP
+from heronlike.features import CSPFeatures, Featurizer
 
 if TYPE_CHECKING:
     from heronlike.sampler import RandSAT
@@ -80,6 +81,10 @@ class Explorer(ABC):
             ``sampler.key`` is the identity of an assignment (its knob values).
         cost_model: scores features from :meth:`features`; refitted by :meth:`observe`.
         rng: the explorer's own random numbers (forked from the tune seed).
+        featurizer: turns assignments into the cost model's features; default
+            :class:`~heronlike.features.CSPFeatures` (Heron's: every CSP variable). The tune loop
+            passes :class:`~heronlike.features.ScheduleFeatures`, which adds loop, footprint and
+            parallelism features derived without compiling.
         **options: fields of ``Options``.
 
     Raises:
@@ -88,6 +93,8 @@ class Explorer(ABC):
 
     name: ClassVar[str]
     Options: ClassVar[type] = NoOptions
+    #: names of the integer counters :meth:`stats` reports (e.g. invalid children of a GA)
+    counters: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -95,6 +102,8 @@ class Explorer(ABC):
         sampler: RandSAT,
         cost_model: CostModel,
         rng: np.random.Generator,
+        *,
+        featurizer: Featurizer | None = None,
         **options: Any,
     ) -> None:
         known = {f.name for f in dataclasses.fields(self.Options)}
@@ -108,6 +117,7 @@ class Explorer(ABC):
         self.sampler = sampler
         self.cost_model = cost_model
         self.rng = rng
+        self.featurizer: Featurizer = featurizer if featurizer is not None else CSPFeatures(csp)
         self.options = self.Options(**options)
         self.observations: list[Observation] = []
 
@@ -131,8 +141,12 @@ class Explorer(ABC):
         self.cost_model.fit(features, throughput)
 
     def features(self, assignments: Sequence[Mapping[str, int]]) -> np.ndarray:
-        """The cost model's features of ``assignments`` (Heron's: every CSP variable)."""
-        return assignment_features(self.csp, assignments)
+        """The cost model's features of ``assignments``: ``(n, len(featurizer.names))``."""
+        return self.featurizer(assignments)
+
+    def stats(self) -> dict[str, int]:
+        """The explorer's counters (:attr:`counters`) so far, e.g. for an invalid rate."""
+        return {name: int(getattr(self, name)) for name in self.counters}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.options})"

@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from heronlike.cost_model import feature_names
 from heronlike.csp import CSP, In
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Explorer, check_options
@@ -215,16 +214,14 @@ class CGAExplorer(Explorer):
 
     name = "cga"
     Options = CGAOptions
+    counters = ("children", "child_failures", "child_solves")
     random_keys = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._names = feature_names(self.csp)
-        knobs = set(self.csp.knobs)
+        self._names = list(self.featurizer.names)
         self._scope = (
-            list(self._names)
-            if self.options.key_scope == "all"
-            else [v for v in self._names if v in knobs]
+            list(self.csp.vars) if self.options.key_scope == "all" else list(self.csp.knobs)
         )
         self._drawer = KnobDrawer(self.csp)
         self._complete = Completer(self.csp, self.sampler)

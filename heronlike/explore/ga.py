@@ -95,6 +95,7 @@ class GAExplorer(Explorer):
     """
 
     name = "ga"
+    counters = ("children", "invalid_children", "restarts")
     Options = GAOptions
 
     def __init__(self, *args, **kwargs) -> None:

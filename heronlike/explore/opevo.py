@@ -313,6 +313,7 @@ class OpEvoExplorer(Explorer):
     """
 
     name = "opevo"
+    counters = ("walks", "invalid_walks", "duplicates", "fallbacks")
     Options = OpEvoOptions
 
     def __init__(self, *args, **kwargs) -> None:

@@ -88,6 +88,7 @@ class SAExplorer(Explorer):
     """
 
     name = "sa"
+    counters = ("moves", "accepted", "stuck")
     Options = SAOptions
 
     def __init__(self, *args, **kwargs) -> None:
