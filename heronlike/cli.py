@@ -66,7 +66,18 @@ def main() -> None:
 @main.command()
 @_common
 @click.option("--trials", default=64, show_default=True, help="total trial budget")
-@click.option("--explorer", default="random", show_default=True)
+@click.option(
+    "--time-budget",
+    type=float,
+    default=None,
+    help="wall-clock budget in seconds (no new batch starts after it)",
+)
+@click.option(
+    "--explorer",
+    default="random",
+    show_default=True,
+    help="random, cga, cga1, sa, ga or opevo (see heronlike.explore)",
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--batch-size", default=16, show_default=True)
 @click.option(
@@ -81,17 +92,25 @@ def main() -> None:
     show_default=True,
     help="also time numpy and torch._int_mm on the same shape",
 )
+@click.option(
+    "--simulate",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="simulation mode: replay the trials in this records file instead of measuring",
+)
 def tune(
     op: str,
     shape: str,
     dtype: str,
     target: str,
     trials: int,
+    time_budget: float | None,
     explorer: str,
     seed: int,
     batch_size: int,
     records: Path | None,
     baselines: bool,
+    simulate: Path | None,
 ) -> None:
     """Tune OP for the target and print the best kernel's speed."""
     from .tuning import tune as run_tune
@@ -119,13 +138,17 @@ def tune(
             compute,
             target,
             trials=trials,
+            time_budget_s=time_budget,
             explorer=explorer,
             seed=seed,
             records=records,
             batch_size=batch_size,
             progress=report,
+            simulate=simulate,
         )
     _print_result(result)
+    if result.simulated:
+        sys.exit(0 if result.latency_s is not None else 1)
     if baselines and result.latency_s and op in ("gemm", "bmm", "gemv"):
         _print_baselines(op, dims, result)
     if result.latency_s is None or not result.correct:
@@ -141,12 +164,14 @@ def _print_result(r) -> None:  # noqa: ANN001
     if r.errors:
         table.add_row("failures", ", ".join(f"{k}: {v}" for k, v in r.errors.items()))
     if r.latency_s is not None:
-        table.add_row("best latency", f"{r.latency_s * 1e3:.4f} ms (median, re-measured)")
+        how = "replayed from records" if r.simulated else "median, re-measured"
+        table.add_row("best latency", f"{r.latency_s * 1e3:.4f} ms ({how})")
         table.add_row("throughput", f"{r.throughput / 1e9:.1f} GOP/s")
         peak = r.space.target.peak_ops_per_s() if r.space else None
         if peak:
             table.add_row("of nominal peak", f"{r.throughput / peak:.0%} of {peak / 1e9:.0f} GOP/s")
-        table.add_row("correct", "bit-exact vs numpy" if r.correct else "[red]WRONG[/red]")
+        if not r.simulated:
+            table.add_row("correct", "bit-exact vs numpy" if r.correct else "[red]WRONG[/red]")
         table.add_row("knobs", ", ".join(f"{k}={v}" for k, v in r.knobs.items()))
     t = r.time_s
     table.add_row(

@@ -10,6 +10,7 @@ task scheduler does in TVM MetaSchedule; explorers only propose (ask/tell).
 
 from __future__ import annotations
 
+import math
 import platform
 import time
 from collections import Counter
@@ -26,10 +27,11 @@ from .cost_model import CostModel, XGBCostModel
 from .errors import RecordsMismatchError
 from .explore import make_explorer
 from .explore.base import Explorer, Observation
+from .features import ScheduleFeatures
 from .kernel import BuiltKernel
-from .measure import BuildInput, LocalRunner, RunInput
+from .measure import BuildInput, RunInput
 from .measure.check import compare
-from .measure.runner import short_error
+from .measure.measurer import HardwareMeasurer, Measurer, ReplayMeasurer
 from .records import Records, TrialRecord
 from .reference import random_inputs, reference_outputs, save_npz
 from .sampler import RandSAT
@@ -73,8 +75,17 @@ class TuneResult:
         valid, invalid: how many of ``trials_run`` built, ran and were correct, and how many not.
         errors: failed trials of this call by error kind.
         records: path of the SQLite records database.
-        time_s: seconds by phase for this call: explore, solve, build, run, total.
+        time_s: seconds by phase for this call: explore, solve, build, run, total; in
+            simulation mode build and run are the replayed trials' recorded seconds and
+            ``elapsed`` is the simulated wall time the budget was checked against.
         space: the schedule space (template and CSP).
+        curve: after each measured batch of this call, ``(trials done, elapsed seconds, best
+            throughput so far in op/s or None)``; elapsed is simulated in simulation mode.
+        importance: the cost model's feature importance (XGBoost gain) by feature name, largest
+            first; empty when the model was never trained or has no importance.
+        simulated: the trials were replayed from records (simulation mode), not measured.
+        explorer_stats: the explorer's counters (:meth:`Explorer.stats`), e.g. OpEvo's invalid
+            walks or the GA's invalid children.
     """
 
     latency_s: float | None
@@ -97,6 +108,10 @@ class TuneResult:
     workload_key: str
     time_s: dict[str, float] = field(default_factory=dict)
     space: Space | None = None
+    curve: list[tuple[int, float, float | None]] = field(default_factory=list)
+    importance: dict[str, float] = field(default_factory=dict)
+    simulated: bool = False
+    explorer_stats: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few human-readable lines."""
@@ -135,7 +150,8 @@ def tune(
     compute: Any,
     target: str | Mapping[str, Any] | DLATarget = "dlboost",
     *,
-    trials: int = 64,
+    trials: int | None = 64,
+    time_budget_s: float | None = None,
     explorer: str | Explorer | type[Explorer] = "random",
     seed: int = 0,
     records: str | Path | Records | None = None,
@@ -150,6 +166,7 @@ def tune(
     run_timeout_s: float = 30.0,
     final_repeat: int = 20,
     progress: Callable[[TuneProgress], None] | None = None,
+    simulate: str | Path | Records | None = None,
 ) -> TuneResult:
     """Tune ``compute`` for ``target`` with at most ``trials`` measured candidates in total.
 
@@ -158,7 +175,12 @@ def tune(
             a ``tirx.PrimFunc``.
         target: ``"dlboost"``, ``"llvm -mcpu=... -num-cores=..."``, a dict or a DLATarget.
         trials: total trial budget for this compute and target in ``records``: trials already
-            there (from an interrupted or earlier tune) count, so re-running resumes.
+            there (from an interrupted or earlier tune) count, so re-running resumes. ``None``:
+            no trial limit (then ``time_budget_s`` is required).
+        time_budget_s: wall-clock budget of this call in seconds, enforced by this loop for
+            every explorer: no new batch starts once it is spent (the last batch may end past
+            it by one batch's time). In simulation mode the clock is the real time spent plus
+            the recorded build and run seconds of the replayed trials.
         explorer: name (``"random"``), class or instance (see :mod:`heronlike.explore`).
         seed: the one seed of every random choice (CP-SAT, explorer, cost model, inputs). The
             same seed proposes the same candidates in the same order as long as the measured
@@ -171,6 +193,11 @@ def tune(
             is the median of ``repeat`` means of ``number`` calls.
         final_repeat: repeats for re-measuring the best kernel at the end.
         progress: called after each round with a :class:`TuneProgress`.
+        simulate: simulation mode (as in Kernel Tuner): a records database (path or Records)
+            whose trials of this compute and target are replayed instead of building and running
+            anything (:class:`~heronlike.measure.measurer.ReplayMeasurer`); assignments it never
+            measured fail as ``"not_recorded"``. ``records`` then defaults to an in-memory
+            database, so every simulated tune starts from nothing; the result has no kernel.
 
     Returns:
         A :class:`TuneResult`; ``latency_s`` is None when no candidate was valid.
@@ -179,20 +206,38 @@ def tune(
         UnknownTargetError, InvalidComputeError, UnsupportedDtypeError, UnsupportedShapeError,
         NoTensorizableStageError, HostFeatureError, UnknownExplorerError: for bad input,
         before anything is measured.
-        ValueError: for ``trials`` or ``batch_size`` below 1.
+        RecordsMismatchError: in simulation mode, if ``simulate`` holds no trial to replay.
+        ValueError: for ``trials``, ``batch_size`` or ``time_budget_s`` not positive, or
+            neither ``trials`` nor ``time_budget_s`` given.
     """
-    if trials < 1 or batch_size < 1:
+    if trials is None and time_budget_s is None:
+        raise ValueError("give a trial budget (trials) or a time budget (time_budget_s)")
+    if (trials is not None and trials < 1) or batch_size < 1:
         raise ValueError("trials and batch_size must be at least 1")
+    if time_budget_s is not None and not time_budget_s > 0:
+        raise ValueError(f"time_budget_s must be > 0, got {time_budget_s}")
+    max_trials = math.inf if trials is None else trials
     t_start = time.perf_counter()
     space = generate_space(compute, target)
     tgt = space.target
     tvm_target = tgt.tvm_target()
-    tgt.check_host()
+    if simulate is None:
+        tgt.check_host()
     rng = np.random.default_rng(seed)
     sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
     model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
-    exp = make_explorer(explorer, space.csp, sampler, model, rng, **dict(explorer_options or {}))
-    db = records if isinstance(records, Records) else Records(records or DEFAULT_RECORDS)
+    featurizer = ScheduleFeatures(space)
+    exp = make_explorer(
+        explorer,
+        space.csp,
+        sampler,
+        model,
+        rng,
+        featurizer=featurizer,
+        **dict(explorer_options or {}),
+    )
+    default_records = ":memory:" if simulate is not None else DEFAULT_RECORDS
+    db = records if isinstance(records, Records) else Records(records or default_records)
     wk, tk, flop = space.workload_key, tgt.key, space.dag.flop()
     db.register_workload(
         wk, description=space.dag.describe(), compute_text=space.dag.text, target_key=tk
@@ -204,31 +249,58 @@ def tune(
         target_key=tk,
         seed=seed,
         explorer=exp.name,
-        trials_requested=trials,
+        trials_requested=trials or 0,  # 0: no trial limit (a time budget)
         versions=_versions(),
-        options={"batch_size": batch_size, "number": number, "repeat": repeat},
+        options={
+            "batch_size": batch_size,
+            "number": number,
+            "repeat": repeat,
+            "time_budget_s": time_budget_s,
+            "simulate": str(getattr(simulate, "path", simulate)) if simulate else None,
+        },
     )
-    work = Path(work_dir) if work_dir else db.path.parent / wk
-    data = _prepare_data(space, work, seed)
+    data: _Data | None = None
+    measurer: Measurer
+    if simulate is not None:
+        source = simulate if isinstance(simulate, Records) else Records(simulate)
+        measurer = ReplayMeasurer(source, wk, tk, sampler.key)
+    else:
+        work = Path(work_dir) if work_dir else db.path.parent / wk
+        data = _prepare_data(space, work, seed)
+        measurer = HardwareMeasurer(
+            space,
+            tvm_target,
+            tgt.make_builder(timeout_s=build_timeout_s),
+            tgt.make_runner(
+                timeout_s=run_timeout_s, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms
+            ),
+            data.args_path,
+            data.expected_path,
+            data.rtol,
+        )
     times = Counter[str]()
     errors = Counter[str]()
     valid = invalid = 0
-    builder = tgt.make_builder(timeout_s=build_timeout_s)
-    runner = tgt.make_runner(
-        timeout_s=run_timeout_s, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms
-    )
+    curve: list[tuple[int, float, float | None]] = []
+    t_loop = time.perf_counter()
+
+    def elapsed() -> float:
+        return time.perf_counter() - t_loop + measurer.simulated_s
+
     carry_explore_s = 0.0
     try:
         done = len(history)
-        while done < trials:
-            n = min(batch_size, trials - done)
+        while done < max_trials:
+            if time_budget_s is not None and elapsed() >= time_budget_s:
+                break
+            n = int(min(batch_size, max_trials - done))
             t0, solve0 = time.perf_counter(), sampler.stats.solve_seconds
             proposals = exp.propose(n, exclude=measured)
             solve_s = sampler.stats.solve_seconds - solve0
             explore_s = time.perf_counter() - t0 + carry_explore_s
             if not proposals:
                 break  # the space is exhausted: every valid assignment was measured
-            batch = _measure(space, tvm_target, proposals, builder, runner, data)
+            batch = measurer.measure(proposals)
             observations = []
             for assignment, (error_kind, error_msg, latency, build_s, run_s) in zip(
                 proposals, batch, strict=True
@@ -266,8 +338,9 @@ def tune(
             t1 = time.perf_counter()
             exp.observe(observations)
             carry_explore_s = time.perf_counter() - t1
+            best = db.best(wk, tk)
+            curve.append((done, elapsed(), _throughput(flop, best) if best else None))
             if progress is not None:
-                best = db.best(wk, tk)
                 progress(
                     TuneProgress(
                         done,
@@ -280,10 +353,13 @@ def tune(
                     )
                 )
         times["explore"] += carry_explore_s
-        result = _finish(space, db, tvm_target, data, flop, runner, builder, final_repeat)
+        times["elapsed"] = elapsed()
+        if isinstance(measurer, HardwareMeasurer) and data is not None:
+            result = _finish(space, db, tvm_target, data, flop, measurer, final_repeat)
+        else:
+            result = _finish_simulated(space, db, flop)
     finally:
-        builder.close()
-        runner.close()
+        measurer.close()
     times["total"] = time.perf_counter() - t_start
     db.finish_run(run_id, best_latency_s=result["tuning_latency_s"], wall_s=times["total"])
     out = TuneResult(
@@ -299,6 +375,10 @@ def tune(
         workload_key=wk,
         time_s=dict(times),
         space=space,
+        curve=curve,
+        importance=_importance(exp),
+        simulated=simulate is not None,
+        explorer_stats=exp.stats(),
     )
     if not isinstance(records, Records):
         db.close()
@@ -342,55 +422,17 @@ def _prepare_data(space: Space, work: Path, seed: int) -> _Data:
     return _Data(str(args), str(exp), 1e-3 if floating else 0.0, arrays, expected)
 
 
-def _measure(
-    space: Space,
-    tvm_target: dict[str, Any],
-    proposals: list[dict[str, int]],
-    builder: Any,
-    runner: LocalRunner,
-    data: _Data,
-) -> list[tuple]:
-    """(error_kind, error_msg, latency_s, build_s, run_s) per proposal, in order."""
-    out: list[tuple] = [None] * len(proposals)
-    to_build: list[tuple[int, BuildInput]] = []
-    for i, assignment in enumerate(proposals):
-        t0 = time.perf_counter()
-        try:
-            mod_json = tvm.ir.save_json(space.apply(assignment).mod)
-        except Exception as err:  # a template bug: the candidate fails, tuning goes on
-            out[i] = ("schedule", short_error(err), None, time.perf_counter() - t0, 0.0)
-            continue
-        to_build.append((i, BuildInput(mod_json, tvm_target)))
-    built = builder.build([b for _, b in to_build])
-    to_run = []
-    for (i, _), res in zip(to_build, built, strict=True):
-        if res.ok:
-            to_run.append((i, res))
-        else:
-            out[i] = (res.error_kind, res.error_msg, None, res.build_s, 0.0)
-    ran = runner.run(
-        [
-            RunInput(res.artifact_path, data.args_path, data.expected_path, data.rtol)
-            for _, res in to_run
-        ]
-    )
-    for (i, b), r in zip(to_run, ran, strict=True):
-        out[i] = (r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s)
-        Path(b.artifact_path).unlink(missing_ok=True)
-    return out
-
-
 def _finish(
     space: Space,
     db: Records,
     tvm_target: dict[str, Any],
     data: _Data,
     flop: float,
-    runner: LocalRunner,
-    builder: Any,
+    measurer: HardwareMeasurer,
     final_repeat: int,
 ) -> dict[str, Any]:
     """Rebuild the best candidate, check it bit-exactly, re-measure it with more repeats."""
+    builder, runner = measurer.builder, measurer.runner
     best = db.best(space.workload_key, space.target.key)
     empty = dict(
         latency_s=None,
@@ -438,6 +480,38 @@ def _finish(
         trace=kernel.trace,
         script=kernel.script,
     )
+
+
+def _finish_simulated(space: Space, db: Records, flop: float) -> dict[str, Any]:
+    """The best replayed trial as it was recorded: nothing is built or re-measured."""
+    best = db.best(space.workload_key, space.target.key)
+    if best is None:
+        keys = ("latency_s", "tuning_latency_s", "throughput", "assignment", "knobs", "kernel")
+        return dict.fromkeys(keys + ("correct", "trace", "script"))
+    sch = space.apply(best.assignment)
+    return dict(
+        latency_s=best.latency_s,
+        tuning_latency_s=best.latency_s,
+        throughput=_throughput(flop, best),
+        assignment=dict(best.assignment),
+        knobs={k: best.assignment[k] for k in space.csp.knobs if k in best.assignment},
+        kernel=None,
+        correct=None,
+        trace=str(sch.trace),
+        script=sch.mod.script(),
+    )
+
+
+def _importance(exp: Explorer) -> dict[str, float]:
+    """The explorer's cost-model feature importance by name, largest first (empty if none)."""
+    importance_of = getattr(exp.cost_model, "feature_importance", None)
+    if importance_of is None or not getattr(exp.cost_model, "trained", False):
+        return {}
+    try:
+        scores = importance_of(exp.featurizer.names, kind="gain")
+    except ValueError:  # a user model fitted on other columns
+        return {}
+    return dict(sorted(scores.items(), key=lambda kv: -kv[1]))
 
 
 def apply_best(

@@ -1,0 +1,193 @@
+"""What the tune loop calls to measure a batch: real hardware, or a replay of recorded trials.
+
+:class:`HardwareMeasurer` applies each assignment's schedule, builds the candidates in the
+target's builder pool and times them in its isolated runner (checked against numpy).
+:class:`ReplayMeasurer` is *simulation mode*, as in Kernel Tuner (van Werkhoven, FGCS 2019, and
+its ``simulation_mode``): it answers each trial with the latency recorded for the same knob
+values in a records database, and the time that trial took to build and run then, so explorers
+can be compared over many seeds without the hardware, and a wall-clock budget still means what
+it would have meant on the machine that recorded the trials.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import tvm
+
+from heronlike.measure.builder import BuildInput
+from heronlike.measure.runner import LocalRunner, RunInput, short_error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from heronlike.records import Records, TrialRecord
+    from heronlike.space import Space
+
+__all__ = ["HardwareMeasurer", "Measurement", "Measurer", "ReplayMeasurer"]
+
+#: error kind of a simulated trial whose knob values the replayed records never measured
+NOT_RECORDED = "not_recorded"
+
+
+class Measurement(NamedTuple):
+    """The outcome of one trial: ``error_kind`` is None on success, ``latency_s`` the median
+    latency (seconds), ``build_s``/``run_s`` the seconds building and running took."""
+
+    error_kind: str | None
+    error_msg: str | None
+    latency_s: float | None
+    build_s: float
+    run_s: float
+
+
+class Measurer(Protocol):
+    """Measures batches of assignments; one :class:`Measurement` per assignment, in order.
+
+    ``simulated_s`` is the wall-clock time the trials so far would have taken beyond the real
+    time spent (0 for real hardware); the tune loop adds it to its clock for the time budget.
+    """
+
+    simulated: bool
+    simulated_s: float
+
+    def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]: ...
+
+    def close(self) -> None: ...
+
+
+class HardwareMeasurer:
+    """Apply, build and run candidates for real (the target's builder and runner).
+
+    Args:
+        space: the schedule space whose assignments are measured.
+        tvm_target: the TVM target dict to build for.
+        builder, runner: from ``target.make_builder`` / ``target.make_runner``.
+        args_path, expected_path: ``.npz`` files of the (packed) inputs and reference outputs.
+        rtol: relative tolerance of the output check (0.0: bit-exact).
+    """
+
+    simulated = False
+    simulated_s = 0.0
+
+    def __init__(
+        self,
+        space: Space,
+        tvm_target: dict[str, Any],
+        builder: Any,
+        runner: LocalRunner,
+        args_path: str,
+        expected_path: str,
+        rtol: float,
+    ) -> None:
+        self.space = space
+        self.tvm_target = tvm_target
+        self.builder = builder
+        self.runner = runner
+        self.args_path = args_path
+        self.expected_path = expected_path
+        self.rtol = rtol
+
+    def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]:
+        """Measure ``proposals``; a failure at any stage is a Measurement, never an exception."""
+        out: list[Measurement | None] = [None] * len(proposals)
+        to_build: list[tuple[int, BuildInput]] = []
+        for i, assignment in enumerate(proposals):
+            t0 = time.perf_counter()
+            try:
+                mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
+            except Exception as err:  # a template bug: the candidate fails, tuning goes on
+                out[i] = Measurement(
+                    "schedule", short_error(err), None, time.perf_counter() - t0, 0.0
+                )
+                continue
+            to_build.append((i, BuildInput(mod_json, self.tvm_target)))
+        built = self.builder.build([b for _, b in to_build])
+        to_run = []
+        for (i, _), res in zip(to_build, built, strict=True):
+            if res.ok:
+                to_run.append((i, res))
+            else:
+                out[i] = Measurement(res.error_kind, res.error_msg, None, res.build_s, 0.0)
+        ran = self.runner.run(
+            [
+                RunInput(res.artifact_path, self.args_path, self.expected_path, self.rtol)
+                for _, res in to_run
+            ]
+        )
+        for (i, b), r in zip(to_run, ran, strict=True):
+            out[i] = Measurement(r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s)
+            Path(b.artifact_path).unlink(missing_ok=True)
+        return [m for m in out if m is not None]
+
+    def close(self) -> None:
+        self.builder.close()
+        self.runner.close()
+
+
+class ReplayMeasurer:
+    """Simulation mode: replay the trials recorded for one workload and target.
+
+    A proposed assignment is looked up by its knob values (``key``, normally
+    :meth:`heronlike.sampler.RandSAT.key`). Found: its recorded outcome (latency or error) is
+    returned, with the recorded ``build_s`` and ``run_s``, which also advance
+    :attr:`simulated_s`. Not found: the trial fails with error kind ``"not_recorded"`` and takes
+    no simulated time, so a replayed space should have been measured densely (e.g. with a large
+    random tune first); :attr:`missing` counts such trials.
+
+    Args:
+        source: the records database to replay.
+        workload_key, target_key: which trials of it.
+        key: the identity of an assignment (its knob values).
+
+    Raises:
+        RecordsMismatchError: when ``source`` holds no trial of this workload and target.
+    """
+
+    simulated = True
+
+    def __init__(
+        self,
+        source: Records,
+        workload_key: str,
+        target_key: str,
+        key: Callable[[Mapping[str, int]], tuple[int, ...]],
+    ) -> None:
+        from heronlike.errors import RecordsMismatchError
+
+        self.key = key
+        self.table: dict[tuple[int, ...], TrialRecord] = {}
+        for rec in source.trials(workload_key, target_key):
+            try:
+                k = key(rec.assignment)
+            except KeyError:
+                continue  # recorded by a version whose CSP had other variables
+            if k not in self.table or (rec.ok and not self.table[k].ok):
+                self.table[k] = rec
+        if not self.table:
+            raise RecordsMismatchError(
+                f"{source.path} has no trial of workload {workload_key} on {target_key} to "
+                "replay; simulation mode needs a records database measured for this compute and "
+                "target"
+            )
+        self.simulated_s = 0.0
+        self.missing = 0
+
+    def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]:
+        """The recorded outcome of each proposal (``"not_recorded"`` for unknown ones)."""
+        out = []
+        for assignment in proposals:
+            rec = self.table.get(self.key(assignment))
+            if rec is None:
+                self.missing += 1
+                out.append(Measurement(NOT_RECORDED, "not in the replayed records", None, 0.0, 0.0))
+                continue
+            self.simulated_s += rec.build_s + rec.run_s
+            out.append(
+                Measurement(rec.error_kind, rec.error_msg, rec.latency_s, rec.build_s, rec.run_s)
+            )
+        return out
+
+    def close(self) -> None:
+        pass
