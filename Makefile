@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench bench-suite clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "heronlike needs Python >= 3.11"'
@@ -28,6 +28,11 @@ test: $(VENV)/.stamp-test
 
 bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/randsat_throughput.py --seconds 5
+
+# heronlike vs MetaSchedule vs PyTorch vs numpy on the default subset of Heron's DL Boost cases
+# (about 30 minutes on 2 cores); options: make bench-suite SUITE_ARGS="--cases G1 --trials 32"
+bench-suite: $(VENV)/.stamp-bench
+	$(BIN)/python benchmarks/suite.py $(SUITE_ARGS)
 
 clean:
 	rm -rf $(VENV) heronlike_runs build *.egg-info

@@ -9,6 +9,10 @@
 Each function runs in a fresh worker process (:func:`heronlike.measure.run_in_subprocess`)
 with ``num_threads`` threads and returns the median latency in seconds over ``repeat`` timed
 calls after warm-up, or ``None`` with a reason when the library is missing or rejects the shape.
+
+:func:`torch_op` and :func:`numpy_op` cover every operator of :mod:`heronlike.ops` by name and
+shape parameters (the benchmark suite uses them): ``torch._int_mm`` for the matrix products,
+PyTorch's quantized (u8 × s8) convolutions, numpy im2col + BLAS matmul for convolutions.
 """
 
 from __future__ import annotations
@@ -91,3 +95,216 @@ def torch_int_mm(
         return None, "PyTorch is not installed (pip install 'heronlike[bench]')"
     except Exception as err:
         return None, f"torch._int_mm failed: {str(err).splitlines()[-1] if str(err) else err}"
+
+
+# ------------------------------------------------------------------------------------------------
+# every operator of heronlike.ops: PyTorch and numpy, by operator name and shape parameters
+#
+# ``params`` are the keyword arguments of the ``heronlike.ops`` builder (without ``dtype``), e.g.
+# ``{"N": 1, "H": 56, "W": 56, "CI": 64, "CO": 64, "KH": 3, "KW": 3, "stride": 1, "pad": 1,
+# "dilation": 1}`` for ``c2d``. The baselines compute the same logical operator; their memory
+# layouts are each library's fastest (channels-last for PyTorch's quantized convolutions).
+
+#: operators whose baselines are a matrix product: name -> (batch, M, N, K) from the parameters
+_MATMUL_SHAPES: dict[str, Callable[[dict[str, int]], tuple[int, int, int, int]]] = {
+    "gemm": lambda p: (1, p["M"], p["N"], p["K"]),
+    "bmm": lambda p: (p["B"], p["M"], p["N"], p["K"]),
+    "gemv": lambda p: (1, 1, p["M"], p["K"]),  # y = x A^T: a 1-row matrix product
+}
+
+_CONV_OPS = ("c1d", "c2d", "c3d", "dil", "group_c2d", "depthwise_c2d", "t2d")
+
+
+def _conv_geometry(op: str, p: dict[str, int]) -> dict[str, object]:
+    """Spatial sizes, kernel sizes, channels and groups of a convolution operator."""
+    if op == "c1d":
+        spatial, kernel = (p["W"],), (p["KW"],)
+    elif op == "c3d":
+        spatial, kernel = (p["D"], p["H"], p["W"]), (p["KD"], p["KH"], p["KW"])
+    else:
+        spatial, kernel = (p["H"], p["W"]), (p["KH"], p["KW"])
+    if op == "depthwise_c2d":
+        ci = co = groups = p["C"]
+    else:
+        ci, co, groups = p["CI"], p["CO"], p.get("groups", 1)
+    return {
+        "N": p["N"],
+        "spatial": spatial,
+        "kernel": kernel,
+        "CI": ci,
+        "CO": co,
+        "groups": groups,
+        "stride": p.get("stride", 1),
+        "pad": p.get("pad", 0),
+        "dilation": p.get("dilation", 2 if op == "dil" else 1),
+        "output_padding": p.get("output_padding", 0),
+        "transposed": op == "t2d",
+    }
+
+
+def _numpy_conv(x, w, stride: int, pad: int, dilation: int, groups: int):  # noqa: ANN001, ANN202 - numpy arrays
+    """Channels-last convolution by im2col + matmul: x (N, *S, CI), w (CO, *K, CI/groups)."""
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    nd = x.ndim - 2
+    kernel = w.shape[1:-1]
+    xp = np.pad(x, [(0, 0)] + [(pad, pad)] * nd + [(0, 0)])
+    span = [(k - 1) * dilation + 1 for k in kernel]
+    win = sliding_window_view(xp, span, axis=tuple(range(1, nd + 1)))  # (N, *S', CI, *span)
+    win = win[(slice(None),) + (slice(None, None, stride),) * nd + (slice(None),)
+              + (slice(None, None, dilation),) * nd]  # fmt: skip
+    win = np.moveaxis(win, nd + 1, -1)  # (N, *O, *K, CI)
+    out_sp = win.shape[1 : 1 + nd]
+    rows = int(np.prod(win.shape[: 1 + nd]))
+    ksize = int(np.prod(kernel))
+    cig = x.shape[-1] // groups
+    cols = win.reshape(rows, ksize, groups, cig).transpose(2, 0, 1, 3).reshape(groups, rows, -1)
+    wt = w.reshape(groups, w.shape[0] // groups, ksize * cig)
+    out = np.matmul(cols, wt.transpose(0, 2, 1))  # (G, rows, CO/G)
+    return out.transpose(1, 0, 2).reshape((x.shape[0], *out_sp, w.shape[0]))
+
+
+def _numpy_conv_worker(g: dict[str, object], repeat: int) -> float:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n, spatial, kernel = g["N"], g["spatial"], g["kernel"]
+    ci, co, groups = g["CI"], g["CO"], g["groups"]
+    x = rng.standard_normal((n, *spatial, ci), dtype=np.float32)
+    w = rng.standard_normal((co, *kernel, ci // groups), dtype=np.float32)
+    stride, pad, dil = g["stride"], g["pad"], g["dilation"]
+    if not g["transposed"]:
+        return _median_time(lambda: _numpy_conv(x, w, stride, pad, dil, groups), repeat)
+    # transposed convolution = zero-insert by stride, pad by dil*(K-1)-pad (+ output_padding on
+    # the high side), then a stride-1 convolution with the flipped kernel
+    nd = len(spatial)
+    lo = [dil * (k - 1) - pad for k in kernel]
+    wf = np.ascontiguousarray(w[(slice(None),) + (slice(None, None, -1),) * nd])
+
+    def run():  # noqa: ANN202
+        up = np.zeros((n, *[(s - 1) * stride + 1 for s in spatial], ci), np.float32)
+        up[(slice(None),) + (slice(None, None, stride),) * nd] = x
+        widths = [(0, 0)] + [(max(a, 0), max(a, 0) + g["output_padding"]) for a in lo] + [(0, 0)]
+        up = np.pad(up, widths)
+        crop = [max(-a, 0) for a in lo]
+        if any(crop):
+            up = up[(slice(None),) + tuple(slice(c, up.shape[1 + i] - c) for i, c in
+                                           enumerate(crop))]  # fmt: skip
+        return _numpy_conv(up, wf, 1, 0, dil, groups)
+
+    return _median_time(run, repeat)
+
+
+def _torch_conv_worker(g: dict[str, object], repeat: int, threads: int) -> tuple[float, str]:
+    import warnings
+
+    import torch
+    import torch.ao.nn.quantized as nnq
+
+    warnings.filterwarnings("ignore")  # quantized tensor creation is deprecated (still works)
+    torch.set_num_threads(threads)
+    nd = len(g["spatial"])
+    ci, co, groups = g["CI"], g["CO"], g["groups"]
+    kw = dict(stride=g["stride"], padding=g["pad"], dilation=g["dilation"], groups=groups)
+    if g["transposed"]:
+        if nd != 2:
+            raise ValueError("only 2-D transposed convolution")
+        mod = nnq.ConvTranspose2d(ci, co, g["kernel"], output_padding=g["output_padding"], **kw)
+        wshape = (ci, co // groups, *g["kernel"])
+    else:
+        mod = {1: nnq.Conv1d, 2: nnq.Conv2d, 3: nnq.Conv3d}[nd](ci, co, g["kernel"], **kw)
+        wshape = (co, ci // groups, *g["kernel"])
+    torch.manual_seed(0)
+    qw = torch.quantize_per_tensor(torch.randn(wshape) * 0.1, 0.01, 0, torch.qint8)
+    mod.set_weight_bias(qw, None)
+    mod.scale, mod.zero_point = 1.0, 0
+    qx = torch.quantize_per_tensor(torch.rand(g["N"], ci, *g["spatial"]), 1 / 255, 0, torch.quint8)
+    fmt = {2: torch.channels_last, 3: torch.channels_last_3d}.get(nd)
+    if fmt is not None:
+        qx = qx.contiguous(memory_format=fmt)
+    name = type(mod).__name__
+    impl = f"torch.ao.nn.quantized.{name} ({torch.backends.quantized.engine} engine, u8 x s8)"
+    with torch.no_grad():
+        return _median_time(lambda: mod(qx), repeat), impl
+
+
+def _torch_scan_worker(p: dict[str, int], repeat: int, threads: int) -> float:
+    import torch
+
+    torch.set_num_threads(threads)
+    x = torch.randint(0, 256, (p["M"], p["K"]), dtype=torch.int32)
+    return _median_time(lambda: torch.cumsum(x, dim=1), repeat)
+
+
+def torch_op(
+    op: str, params: dict[str, int], *, threads: int, repeat: int = 15
+) -> tuple[float | None, str]:
+    """Median seconds of PyTorch (CPU) computing operator ``op`` of :mod:`heronlike.ops`.
+
+    What runs (the second value names it, for the ``pytorch_impl`` column):
+
+    * ``gemm``, ``gemv`` (a 1-row product), ``bmm`` (one call per batch): ``torch._int_mm``,
+      s8 × s8 → s32 through oneDNN;
+    * convolutions (``c1d``, ``c2d``, ``c3d``, ``dil``, ``group_c2d``, ``depthwise_c2d``,
+      ``t2d``): ``torch.ao.nn.quantized.Conv{1,2,3}d`` / ``ConvTranspose2d``, u8 × s8 with a
+      requantized u8 output (PyTorch has no int8 → int32 CPU convolution), channels-last;
+    * ``scan``: ``torch.cumsum`` over int32 rows of ``(M, K)``.
+
+    Returns ``(None, reason)`` when PyTorch is missing or rejects the operator or shape.
+    """
+    try:
+        if op in _MATMUL_SHAPES:
+            batch, M, N, K = _MATMUL_SHAPES[op](params)
+            return torch_int_mm(M, N, K, batch=batch, threads=threads, repeat=repeat)
+        if op in _CONV_OPS:
+            g = _conv_geometry(op, params)
+            t, impl = run_in_subprocess(
+                _torch_conv_worker, g, repeat, threads, timeout_s=300, num_threads=threads
+            )
+            return t, impl
+        if op == "scan":
+            t = run_in_subprocess(
+                _torch_scan_worker, params, repeat, threads, timeout_s=300, num_threads=threads
+            )
+            return t, "torch.cumsum (int32)"
+        return None, f"no PyTorch baseline for {op!r}"
+    except ModuleNotFoundError:
+        return None, "PyTorch is not installed (pip install 'heronlike[bench]')"
+    except Exception as err:
+        return None, f"PyTorch failed: {str(err).splitlines()[-1] if str(err) else err}"
+
+
+def _numpy_scan_worker(p: dict[str, int], repeat: int) -> float:
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((p["M"], p["K"]), dtype=np.float32)
+    return _median_time(lambda: np.cumsum(x, axis=1), repeat)
+
+
+def numpy_op(
+    op: str, params: dict[str, int], *, threads: int, repeat: int = 15
+) -> tuple[float | None, str]:
+    """Median seconds of numpy computing operator ``op`` of :mod:`heronlike.ops` in float32.
+
+    ``gemm``/``bmm``/``gemv``: ``np.matmul`` (BLAS); convolutions: zero padding, im2col
+    (``sliding_window_view`` copied into a matrix) and one BLAS ``matmul`` per group, all
+    inside the timed call (``t2d``: zero-insertion by the stride, then the same with the flipped
+    kernel); ``scan``: ``np.cumsum``. Returns ``(None, reason)`` on failure.
+    """
+    try:
+        if op in _MATMUL_SHAPES:
+            batch, M, N, K = _MATMUL_SHAPES[op](params)
+            return numpy_matmul(M, N, K, batch=batch, threads=threads, repeat=repeat)
+        if op in _CONV_OPS:
+            g = _conv_geometry(op, params)
+            t = run_in_subprocess(_numpy_conv_worker, g, repeat, timeout_s=300, num_threads=threads)
+            return t, "numpy float32 im2col + matmul (BLAS)"
+        if op == "scan":
+            t = run_in_subprocess(
+                _numpy_scan_worker, params, repeat, timeout_s=300, num_threads=threads
+            )
+            return t, "numpy float32 cumsum"
+        return None, f"no numpy baseline for {op!r}"
+    except Exception as err:
+        return None, f"numpy failed: {str(err).splitlines()[-1] if str(err) else err}"

@@ -1,0 +1,355 @@
+"""TVM MetaSchedule as a baseline tuner: same compute, same trial budget, its default rules.
+
+MetaSchedule gets the plain TE compute of :mod:`heronlike.ops` (weights in the operator's own
+layout, not heronlike's packed VNNI layout): its default x86 rules (``DefaultX86("vnni")`` on a
+VNNI CPU) decide themselves whether and how to tensorize. Before tuning, heronlike's working VNNI
+intrinsic replaces TVM's built-in ``"dot_16x4_vnni"`` (which fails LLVM 22's verifier; notes
+tvm027.md §2), so MetaSchedule's ``MultiLevelTilingWithIntrin`` rule can produce working code;
+by default with a guard that keeps it off non-contiguous weight tiles
+(:func:`register_guarded_vnni`), without which MetaSchedule's best kernel can be wrong.
+
+The tune runs in its own worker process (:class:`MetaScheduleWorker`) with the measuring thread
+environment (``TVM_NUM_THREADS`` = cores; MetaSchedule's runner workers inherit it), builds with
+:func:`benchmarks.ms_build.fast_build` and measures each trial with the same ``time_evaluator``
+settings as heronlike's trials. Its best schedule is exported as a shared library; the suite then
+re-measures it with heronlike's own runner (same settings as heronlike's final re-measure) and
+checks its output against the numpy reference.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from heronlike.measure.runner import ManagedWorker, thread_env
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: a trial whose build or run failed is recorded by MetaSchedule with this latency (seconds)
+FAILED_RUN_SECS = 1e10
+
+
+@dataclass(frozen=True)
+class MetaScheduleResult:
+    """One MetaSchedule tune.
+
+    Attributes:
+        artifact_path: shared library of the best schedule (``None`` when no trial was valid).
+        trials_run: tuning records in the database (measured candidates).
+        valid: records whose run succeeded (``run_secs`` below :data:`FAILED_RUN_SECS`).
+        tuning_latency_s: the best record's mean latency as measured during tuning (seconds).
+        wall_s: seconds for ``tune_tir`` plus picking, compiling and exporting the best.
+        error: why no kernel came out, else ``None``.
+    """
+
+    artifact_path: str | None
+    trials_run: int
+    valid: int
+    tuning_latency_s: float | None
+    wall_s: float
+    error: str | None = None
+
+
+def register_guarded_vnni(name: str = "dot_16x4_vnni") -> str:
+    """Register heronlike's VNNI intrinsic under ``name`` (replacing TVM's), with one guard.
+
+    The description is heronlike's (``dla_targets/dlboost.py``: ``C[16] += A[4] · B[16, 4]``,
+    u8 × s8 → s32); the implementation is heronlike's ``vpdpbusd`` call with the ``B`` operand
+    declared compact (``strides=[4, 1]``). The implementation loads the 16 × 4 weight tile as 64
+    contiguous bytes. Without the declared strides, TVM's ``tensorize`` also accepts a tile
+    of a plain ``W[n, k]`` (row stride ``K``), and MetaSchedule then produces kernels that
+    build, run and compute wrong results (measured: on a 128³ GEMM, the best of 8 trials
+    computed wrong results). With the strides, such a tensorization fails at schedule time
+    (``The buffer match constraint for B.strides_0 unmet``). MetaSchedule then records the
+    candidate as a failure or uses a schedule without the intrinsic. heronlike always packs
+    the weight, so the guard never rejects a heronlike schedule.
+    """
+    from tvm.s_tir import TensorIntrin
+    from tvm.script import tirx as T
+
+    from heronlike.dla_targets.dlboost import _vnni_functions
+
+    desc, _ = _vnni_functions()
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((4,), "uint8", offset_factor=1),
+        B: T.Buffer((16, 4), "int8", offset_factor=1, strides=[4, 1]),
+        C: T.Buffer((16,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+            T.writes(C[0:16])
+            a_i32 = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+            C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
+                T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
+                C.vload([0], dtype="int32x16"),
+                T.reinterpret(T.broadcast(a_i32, 16), dtype="uint8x64"),
+                B.vload([0, 0], dtype="int8x64"),
+                dtype="int32x16",
+            )
+
+    TensorIntrin.register(name, desc, impl, override=True)
+    return name
+
+
+def _init_worker(guard: bool) -> None:
+    """Worker initializer: import MetaSchedule and TVM's tensor intrinsics once (about 16 s,
+    not charged to any tune), then replace ``"dot_16x4_vnni"`` by heronlike's working one
+    (with the compact-tile guard of :func:`register_guarded_vnni` when ``guard``)."""
+    import tvm.s_tir.meta_schedule  # noqa: F401
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    if guard:
+        register_guarded_vnni("dot_16x4_vnni")
+    else:
+        from heronlike.dla_targets.dlboost import register_vnni
+
+        register_vnni("dot_16x4_vnni", override=True)
+
+
+def _tune(
+    mod_json: str,
+    target: dict[str, Any],
+    trials: int,
+    trials_per_iter: int,
+    work_dir: str,
+    seed: int,
+    cores: int,
+    number: int,
+    repeat: int,
+    min_repeat_ms: int,
+) -> MetaScheduleResult:
+    """Worker side of :meth:`MetaScheduleWorker.tune`."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.target import Target
+
+    from benchmarks.ms_build import fast_build
+
+    mod = tvm.ir.load_json(mod_json)
+    tgt = Target(target)
+    t0 = time.perf_counter()
+    db = ms.tune_tir(
+        mod=mod,
+        target=tgt,
+        work_dir=work_dir,
+        max_trials_global=trials,
+        num_trials_per_iter=min(trials_per_iter, trials),
+        builder=ms.builder.LocalBuilder(max_workers=cores, timeout_sec=60, f_build=fast_build),
+        runner=ms.runner.LocalRunner(
+            timeout_sec=30,
+            evaluator_config=ms.runner.EvaluatorConfig(
+                number=number,
+                repeat=repeat,
+                min_repeat_ms=min_repeat_ms,
+                enable_cpu_cache_flush=False,
+            ),
+        ),
+        cost_model="xgb",
+        strategy="evolutionary",
+        seed=seed,
+        num_tuning_cores=cores,
+    )
+    latencies = []
+    for rec in db.get_all_tuning_records():
+        secs = [float(x) for x in (rec.run_secs or [])]
+        ok = bool(secs) and max(secs) < FAILED_RUN_SECS / 10
+        latencies.append(sum(secs) / len(secs) if ok else None)
+    valid = [x for x in latencies if x is not None]
+    artifact, error = None, None
+    sch = ms.tir_integration.compile_tir(db, mod, tgt) if valid else None
+    if sch is None:
+        error = "no valid MetaSchedule candidate"
+    else:
+        path = Path(work_dir) / "best.so"
+        tvm.compile(sch.mod, target=tgt).export_library(str(path))
+        (Path(work_dir) / "best_trace.py").write_text(str(sch.trace))
+        artifact = str(path)
+    return MetaScheduleResult(
+        artifact_path=artifact,
+        trials_run=len(latencies),
+        valid=len(valid),
+        tuning_latency_s=min(valid) if valid else None,
+        wall_s=time.perf_counter() - t0,
+        error=error,
+    )
+
+
+class MetaScheduleWorker:
+    """A worker process that runs MetaSchedule tunes one after the other.
+
+    Args:
+        cores: threads for TVM's runtime pool in the worker and in MetaSchedule's runner
+            workers (``TVM_NUM_THREADS``), and builder processes.
+        guard: register the VNNI intrinsic with the compact-tile guard
+            (:func:`register_guarded_vnni`); ``False`` registers heronlike's as it is.
+
+    The worker starts (and imports MetaSchedule, about 16 s) on the first :meth:`tune`.
+    Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, *, cores: int, guard: bool = True) -> None:
+        self.cores = int(cores)
+        env = thread_env(self.cores)
+        path = os.environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + path if path else "")
+        self._worker = ManagedWorker(_init_worker, (bool(guard),), env=env)
+
+    def tune(
+        self,
+        mod: Any,
+        target: dict[str, Any],
+        *,
+        trials: int,
+        work_dir: str | Path,
+        seed: int = 0,
+        trials_per_iter: int = 32,
+        number: int = 3,
+        repeat: int = 5,
+        min_repeat_ms: float = 10.0,
+        timeout_s: float | None = None,
+    ) -> MetaScheduleResult:
+        """Tune ``mod`` (an ``IRModule`` with a ``main`` PrimFunc) with MetaSchedule.
+
+        Args:
+            target: TVM target as a dict (``DLATarget.tvm_target()``).
+            trials: ``max_trials_global``.
+            work_dir: MetaSchedule's directory (JSON database, logs); the best kernel is
+                exported there as ``best.so``.
+            seed: MetaSchedule's seed (its search is not reproducible across runs anyway).
+            trials_per_iter: candidates per search round (``num_trials_per_iter``).
+            number, repeat, min_repeat_ms: the runner's ``EvaluatorConfig``.
+            timeout_s: limit for the whole tune (default: 60 s + 30 s per trial).
+
+        Returns:
+            A :class:`MetaScheduleResult`; a tune that raised or timed out is reported in its
+            ``error`` with no artifact.
+        """
+        import tvm
+
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        limit = timeout_s if timeout_s is not None else 60.0 + 30.0 * trials
+        args = (
+            tvm.ir.save_json(mod),
+            dict(target),
+            int(trials),
+            int(trials_per_iter),
+            str(work_dir),
+            max(1, int(seed)),  # MetaSchedule rejects seed 0
+            self.cores,
+            int(number),
+            int(repeat),
+            int(round(min_repeat_ms)),
+        )
+        try:
+            self._worker.start()  # imports are not charged to the tune
+        except Exception as err:  # noqa: BLE001 - reported as the result
+            return MetaScheduleResult(None, 0, 0, None, 0.0, f"worker failed to start: {err}")
+        t0 = time.perf_counter()
+        try:
+            return self._worker.call(_tune, args, timeout_s=limit)
+        except Exception as err:  # noqa: BLE001 - a failed baseline is data
+            msg = [ln for ln in str(err).splitlines() if ln.strip()]
+            return MetaScheduleResult(
+                None,
+                0,
+                0,
+                None,
+                time.perf_counter() - t0,
+                f"{type(err).__name__}: " + (msg[-1] if msg else ""),
+            )
+
+    def close(self) -> None:
+        """Kill the worker process."""
+        self._worker.kill()
+
+    def __enter__(self) -> MetaScheduleWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# the weight layout MetaSchedule's VNNI rule needs
+
+#: operator -> (weight parameter position, its output-feature dim, its reduction dim), for the
+#: operators of heronlike.ops whose weight maps onto the VNNI tile (n = 16 lanes, k = 4 bytes)
+WEIGHT_DIMS: dict[str, tuple[int, int, int]] = {
+    "gemm": (1, 0, 1),
+    "gemv": (1, 0, 1),
+    "bmm": (1, 1, 2),
+    "c1d": (1, 0, 2),
+    "c2d": (1, 0, 3),
+    "dil": (1, 0, 3),
+    "t2d": (1, 0, 3),
+    "c3d": (1, 0, 4),
+    "group_c2d": (1, 1, 4),  # (G, COg, KH, KW, CIg)
+}
+
+
+def packed_index(ndim: int, n_dim: int, k_dim: int):  # noqa: ANN201 - a plain function
+    """The VNNI weight layout as an index function: dims in order with ``n`` replaced by
+    ``n // 16`` and ``k`` by ``k // 4``, then ``n % 16, k % 4`` (GEMM: ``W[n//16, k//4, n%16,
+    k%4]``, conv ``(CO, KH, KW, CI)``: ``OhwI16o4i``)."""
+
+    def index(*idx):  # noqa: ANN002, ANN202
+        outer = tuple(
+            idx[i] // 16 if i == n_dim else idx[i] // 4 if i == k_dim else idx[i]
+            for i in range(ndim)
+        )
+        return (*outer, idx[n_dim] % 16, idx[k_dim] % 4)
+
+    return index
+
+
+def pack_weight(w, n_dim: int, k_dim: int):  # noqa: ANN001, ANN201 - numpy in and out
+    """``w`` rearranged to :func:`packed_index`'s layout (numpy)."""
+    import numpy as np
+
+    shape = []
+    for i, s in enumerate(w.shape):
+        shape += [s // 16, 16] if i == n_dim else [s // 4, 4] if i == k_dim else [s]
+    t = w.reshape(shape)
+    # positions of the 16 and the 4 in the reshaped array
+    pos16 = n_dim + 1 + (1 if k_dim < n_dim else 0)
+    pos4 = k_dim + 1 + (1 if n_dim < k_dim else 0)
+    order = [i for i in range(t.ndim) if i not in (pos16, pos4)] + [pos16, pos4]
+    return np.ascontiguousarray(t.transpose(order))
+
+
+def pack_func_weight(func: Any, op: str) -> tuple[Any, tuple[int, int, int] | None]:
+    """``func`` with its weight parameter in the VNNI layout, as a TVM user hands MetaSchedule
+    a VNNI-ready weight (TVM's own VNNI dense does the same); ``(func, None)`` when the operator
+    has no such weight or its extents are not multiples of 16 (``n``) and 4 (``k``)."""
+    from tvm import s_tir
+    from tvm.tirx import IndexMap
+
+    dims = WEIGHT_DIMS.get(op)
+    if dims is None:
+        return func, None
+    pos, n_dim, k_dim = dims
+    weight = func.params[pos]  # a buffer variable (TVM 0.27)
+    shape = [int(x) for x in weight.ty.shape]
+    if shape[n_dim] % 16 or shape[k_dim] % 4:
+        return func, None
+    sch = s_tir.Schedule(func)
+    reader = next(
+        b
+        for b in sch.get_child_blocks(sch.get_sblock("root"))
+        if any(r.source.same_as(weight) for r in sch.get(b).reads)
+    )
+    index = IndexMap.from_func(
+        packed_index(len(shape), n_dim, k_dim), ndim=len(shape), index_dtype="int32"
+    )
+    sch.transform_layout(reader, ("read", _read_index(sch, reader, weight)), index)
+    return sch.mod["main"], dims
+
+
+def _read_index(sch: Any, block: Any, buffer: Any) -> int:
+    reads = sch.get(block).reads
+    return next(i for i, r in enumerate(reads) if r.source.same_as(buffer))
