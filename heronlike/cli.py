@@ -35,11 +35,26 @@ def _compute(op: str, shape: str, dtype: str) -> tuple[list, tuple[int, ...]]:
         dims = tuple(int(x) for x in shape.split(","))
     except ValueError:
         raise click.BadParameter(f"{shape!r} is not a comma-separated list of integers") from None
-    if len(dims) != len(names):
-        raise click.BadParameter(
-            f"{op} takes {len(names)} extents ({','.join(names)}), got {len(dims)}"
-        )
+    required = _required_arguments(fn)
+    if not required <= len(dims) <= len(names):
+        if required == len(names):
+            wanted = f"{len(names)} extents ({','.join(names)})"
+        else:
+            optional = ",".join(names[required:])
+            wanted = (
+                f"{required} to {len(names)} arguments ({','.join(names[:required])}"
+                f"[,{optional}]; the bracketed ones have defaults)"
+            )
+        raise click.BadParameter(f"{op} takes {wanted}, got {len(dims)}")
     return fn(*dims, dtype=dtype), dims
+
+
+def _required_arguments(fn) -> int:  # noqa: ANN001
+    """How many leading positional parameters of an operator builder have no default."""
+    import inspect
+
+    params = inspect.signature(fn).parameters.values()
+    return sum(1 for p in params if p.default is inspect.Parameter.empty and p.name != "dtype")
 
 
 def _common(f):  # noqa: ANN001, ANN202 - click decorator stack
@@ -52,7 +67,12 @@ def _common(f):  # noqa: ANN001, ANN202 - click decorator stack
     f = click.option(
         "--dtype", default="int8", show_default=True, type=click.Choice(sorted(ops.DTYPES))
     )(f)
-    f = click.option("--shape", required=True, help="extents, comma separated (see ops)")(f)
+    f = click.option(
+        "--shape",
+        required=True,
+        help="the operator's positional arguments, comma separated, in the order of its "
+        "heronlike.ops function (e.g. c2d N,H,W,CI,CO,KH,KW[,stride,pad,dilation])",
+    )(f)
     f = click.argument("op", type=click.Choice(OPERATORS))(f)
     return f
 

@@ -34,17 +34,51 @@ class Axis:
 
 
 @dataclass(frozen=True)
+class AffineIndex:
+    """An index expression ``const + sum(coeff * axis)`` over stage axes.
+
+    A convolution reads its input at ``h * stride + rh * dilation``: ``terms`` is then
+    ``(("h", stride), ("rh", dilation))``; a transposed convolution's flipped kernel index
+    ``KH - 1 - rh`` is ``(("rh", -1),)`` with ``const = KH - 1``.
+    """
+
+    terms: tuple[tuple[str, int], ...]
+    const: int = 0
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(ax for ax, _ in self.terms)
+
+    def footprint(self, tiles: dict[str, int]) -> int:
+        """Distinct values taken while each axis runs over ``tiles[axis]`` consecutive values:
+        at most ``sum(|coeff| * (tile - 1)) + 1`` (exact for one term)."""
+        return sum(abs(c) * (tiles.get(ax, 1) - 1) for ax, c in self.terms) + 1
+
+
+@dataclass(frozen=True)
 class Access:
     """One buffer access of a stage.
 
     ``axes[d]`` names the stage axis that indexes dimension ``d`` of the buffer, or is ``None``
-    when that index is not a plain axis (e.g. ``h + r`` in a convolution).
+    when that index is not a plain axis (e.g. ``h + r`` in a convolution). ``index[d]`` is the
+    index of dimension ``d`` as an :class:`AffineIndex`, or ``None`` when it is not affine in
+    the stage axes (e.g. ``h // 2``); empty when not recorded.
     """
 
     buffer: str
     dtype: str
     shape: tuple[int, ...]
     axes: tuple[str | None, ...]
+    index: tuple[AffineIndex | None, ...] = ()
+
+    @property
+    def used_axes(self) -> set[str]:
+        """Every stage axis that occurs in some index of the access (plain or compound)."""
+        out = {a for a in self.axes if a is not None}
+        for idx in self.index:
+            if idx is not None:
+                out.update(idx.axes)
+        return out
 
     @property
     def is_plain(self) -> bool:
@@ -76,6 +110,8 @@ class Stage:
     reads: tuple[Access, ...]
     mac: MacPattern | None
     is_output: bool
+    #: the value is only loads, casts, constants and selects (padding, layout copies)
+    is_data_movement: bool = False
 
     @property
     def is_reduction(self) -> bool:
@@ -223,9 +259,12 @@ class ComputeDAG:
         return "\n".join(lines)
 
     def flop(self) -> float:
-        """Operations of the compute: 2 per multiply-accumulate, 1 per other output element."""
+        """Operations of the compute: 2 per multiply-accumulate, 1 per other output element;
+        data-movement stages (zero padding, a generated constant matrix) count nothing."""
         total = 0.0
         for s in self.stages:
+            if s.is_data_movement:
+                continue
             n = 1.0
             for a in s.axes:
                 n *= a.extent
@@ -244,7 +283,57 @@ def _param(p: Any) -> Tensor:
 
 def _access(source: Any, indices: Sequence[Any], axis_of: dict[Any, str]) -> Access:
     axes = tuple(axis_of.get(_var_key(i)) for i in indices)
-    return Access(source.name, str(source.dtype), tuple(int(d) for d in source.shape), axes)
+    index = tuple(_affine(i, axis_of) for i in indices)
+    return Access(source.name, str(source.dtype), tuple(int(d) for d in source.shape), axes, index)
+
+
+def _affine(expr: Any, axis_of: dict[Any, str]) -> AffineIndex | None:
+    """``expr`` as ``const + sum(coeff * axis)``, or None when it is not affine in the axes."""
+    coeffs: dict[str, int] = {}
+    const = 0
+
+    def walk(e: Any, scale: int) -> bool:
+        nonlocal const
+        kind = type(e).__name__
+        if isinstance(e, tirx.IntImm):
+            const += scale * int(e.value)
+            return True
+        if isinstance(e, tirx.Var):
+            name = axis_of.get(e.name)
+            if name is None:
+                return False
+            coeffs[name] = coeffs.get(name, 0) + scale
+            return True
+        if kind == "Add":
+            return walk(e.a, scale) and walk(e.b, scale)
+        if kind == "Sub":
+            return walk(e.a, scale) and walk(e.b, -scale)
+        if kind == "Mul":
+            if isinstance(e.b, tirx.IntImm):
+                return walk(e.a, scale * int(e.b.value))
+            if isinstance(e.a, tirx.IntImm):
+                return walk(e.b, scale * int(e.a.value))
+        if kind == "Cast":
+            return walk(e.value, scale)
+        return False
+
+    if not walk(expr, 1):
+        return None
+    return AffineIndex(tuple((ax, c) for ax, c in coeffs.items() if c != 0), const)
+
+
+def _is_data_movement(value: Any) -> bool:
+    """Only loads, casts, constants and ``if_then_else``/``select`` (conditions may compute)."""
+    kind = type(value).__name__
+    if kind in ("TensorLoad", "IntImm", "FloatImm"):
+        return True
+    if kind == "Cast":
+        return _is_data_movement(value.value)
+    if kind == "Select":
+        return _is_data_movement(value.true_value) and _is_data_movement(value.false_value)
+    if kind == "Call" and str(getattr(value.op, "name", "")).endswith("if_then_else"):
+        return all(_is_data_movement(a) for a in value.args[1:])
+    return False
 
 
 def _var_key(expr: Any) -> Any:
@@ -290,8 +379,15 @@ def _stage(block: Any, outputs: Sequence[str]) -> Stage:
         if acc.buffer != write.buffer:  # a reduction's own accumulator is not an input
             reads.setdefault(acc.buffer, acc)
     mac = _mac(store.value, write, axis_of) if block.init is not None else None
+    movement = block.init is None and _is_data_movement(store.value)
     return Stage(
-        block.name_hint, tuple(axes), write, tuple(reads.values()), mac, write.buffer in outputs
+        block.name_hint,
+        tuple(axes),
+        write,
+        tuple(reads.values()),
+        mac,
+        write.buffer in outputs,
+        movement,
     )
 
 

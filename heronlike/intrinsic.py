@@ -70,11 +70,24 @@ class IntrinsicMatch:
     k_axis: str
 
 
+def _compound_axes(*accesses: Access) -> set[str]:
+    """Axes that occur in some index that is not a plain axis (``h*s + rh*d``)."""
+    out: set[str] = set()
+    for acc in accesses:
+        for plain, idx in zip(acc.axes, acc.index or (None,) * len(acc.axes)):
+            if plain is None and idx is not None:
+                out.update(idx.axes)
+    return out
+
+
 def _role_axes(stage: Stage, a: Access, b: Access) -> dict[str, list[str]]:
     c_axes, a_axes, b_axes = set(stage.write.axes), set(a.axes), set(b.axes)
+    compound = _compound_axes(stage.write, a, b)
     roles: dict[str, list[str]] = {"m": [], "n": [], "k": [], "batch": []}
     for ax in stage.axes:
         name = ax.name
+        if name in compound:
+            continue  # iterated outside the intrinsic (e.g. oh, rh of a convolution)
         if ax.kind == "R":
             if name in a_axes and name in b_axes:
                 roles["k"].append(name)
@@ -87,14 +100,25 @@ def _role_axes(stage: Stage, a: Access, b: Access) -> dict[str, list[str]]:
     return roles
 
 
+def _affine(acc: Access) -> bool:
+    """Every index of ``acc`` is a plain axis or affine in the axes (``h*s + rh*d - p``)."""
+    if acc.is_plain:
+        return True
+    return bool(acc.index) and all(idx is not None for idx in acc.index)
+
+
 def structural_match(stage: Stage) -> tuple[Access, Access, dict[str, list[str]]] | None:
     """The stage's MAC operands and axis roles, ignoring dtypes and extents; None if no MAC.
 
-    A MAC qualifies when every access is plain (one axis per buffer dimension), at least one
-    axis has role ``n`` and one has role ``k``.
+    Direct iterator mapping (Heron §4 Rule-S1 without im2col): a MAC qualifies when its output
+    access is plain, every operand index is affine in the stage axes, and at least one axis has
+    role ``n`` and one role ``k``. An axis gets a role only if it indexes its buffers *plainly*
+    and occurs in no compound index: the intrinsic's own axes are then contiguous tiles of its
+    operands, while axes in compound indices (a convolution's ``h*s + rh*d``) are iterated
+    outside the intrinsic by the multi-level tiling.
     """
     mac = stage.mac
-    if mac is None or not (mac.out.is_plain and mac.a.is_plain and mac.b.is_plain):
+    if mac is None or not (mac.out.is_plain and _affine(mac.a) and _affine(mac.b)):
         return None
     roles = _role_axes(stage, mac.a, mac.b)
     if not roles["n"] or not roles["k"]:

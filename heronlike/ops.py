@@ -21,7 +21,10 @@ Raises (all functions):
 
 from __future__ import annotations
 
-from tvm import te
+from collections.abc import Sequence
+from typing import Any
+
+from tvm import te, tirx
 
 from .errors import InvalidComputeError, UnsupportedDtypeError
 
@@ -101,3 +104,397 @@ OPERATORS = {
     "bmm": (bmm, ("B", "M", "N", "K")),
     "gemv": (gemv, ("M", "K")),
 }
+
+
+# -- convolutions ---------------------------------------------------------------------------------
+#
+# Layout convention (every target): activations channels-last (N, [D,] [H,] W, C), weights
+# output-feature major (CO, [KD,] [KH,] KW, CI) like GEMM's ``W[n, k]``, output channels-last.
+# Spatial zero padding is a separate stage ``Xp`` (``tirx.if_then_else``); its cost is inside
+# the kernel. The reduction order is (kernel window..., CI) with CI innermost, which is what
+# the DL Boost intrinsic tiles (n = CO, k = CI).
+
+
+def _out_size(name: str, size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    out = (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+    if out <= 0:
+        raise InvalidComputeError(
+            f"output extent {name}={out} <= 0: input {size}, kernel {kernel}, stride {stride}, "
+            f"pad {pad}, dilation {dilation}"
+        )
+    return out
+
+
+def _check_conv(stride: int, pad: int, dilation: int) -> None:
+    _check(stride=stride, dilation=dilation)
+    if not isinstance(pad, int) or pad < 0:
+        raise InvalidComputeError(f"pad={pad!r} must be a non-negative integer")
+
+
+def _pad_input(X: te.Tensor, pad: int, spatial: int) -> te.Tensor:
+    """Zero-pad the ``spatial`` dimensions after the batch of a channels-last tensor."""
+    if pad == 0:
+        return X
+    shape = [int(s) for s in X.shape]
+    padded = [shape[0]] + [s + 2 * pad for s in shape[1 : 1 + spatial]] + shape[1 + spatial :]
+
+    def body(*idx: Any) -> Any:
+        inside = [tirx.all(i >= pad, i < s + pad) for i, s in zip(idx[1 : 1 + spatial], shape[1:])]
+        src = [idx[0]] + [i - pad for i in idx[1 : 1 + spatial]] + list(idx[1 + spatial :])
+        return tirx.if_then_else(tirx.all(*inside), X[tuple(src)], tirx.const(0, X.dtype))
+
+    return te.compute(padded, body, name="Xp")
+
+
+def _conv_nd(
+    N: int,
+    spatial: Sequence[int],
+    CI: int,
+    CO: int,
+    kernel: Sequence[int],
+    stride: int,
+    pad: int,
+    dilation: int,
+    dtype: str,
+) -> list[te.Tensor]:
+    """Channels-last ``len(spatial)``-D convolution shared by :func:`c1d`, :func:`c2d`,
+    :func:`c3d` and :func:`dil`."""
+    names = "DHW"[3 - len(spatial) :]
+    _check(N=N, CI=CI, CO=CO, **{n: s for n, s in zip(names, spatial)})
+    _check(**{f"K{n}": k for n, k in zip(names, kernel)})
+    _check_conv(stride, pad, dilation)
+    a, b, c = dtypes(dtype)
+    out = [
+        _out_size(f"{n}O", s, k, stride, pad, dilation) for n, s, k in zip(names, spatial, kernel)
+    ]
+    X = te.placeholder((N, *spatial, CI), a, name="X")
+    Wt = te.placeholder((CO, *kernel, CI), b, name="W")
+    Xp = _pad_input(X, pad, len(spatial))
+    red = [te.reduce_axis((0, k), name=f"r{n.lower()}") for n, k in zip(names, kernel)]
+    ci = te.reduce_axis((0, CI), name="ci")
+
+    def body(n: Any, *rest: Any) -> Any:
+        pos, co = rest[:-1], rest[-1]
+        x_idx = [p * stride + r * dilation for p, r in zip(pos, red)]
+        return te.sum(Xp[(n, *x_idx, ci)].astype(c) * Wt[(co, *red, ci)].astype(c), axis=[*red, ci])
+
+    Y = te.compute((N, *out, CO), body, name="Y")
+    return [X, Wt, Y]
+
+
+def c1d(
+    N: int,
+    W: int,
+    CI: int,
+    CO: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """1-D convolution ``Y[n, w, co] = sum_{rw, ci} Xp[n, w*stride + rw*dilation, ci] *
+    Wt[co, rw, ci]`` (``Xp``: ``X`` zero-padded by ``pad`` on both sides).
+
+    Returns ``[X (N, W, CI), Wt (CO, KW, CI), Y (N, WO, CO)]`` with
+    ``WO = (W + 2*pad - dilation*(KW-1) - 1) // stride + 1``; FLOP count ``2·N·WO·CO·CI·KW``.
+    """
+    return _conv_nd(N, (W,), CI, CO, (KW,), stride, pad, dilation, dtype)
+
+
+def c2d(
+    N: int,
+    H: int,
+    W: int,
+    CI: int,
+    CO: int,
+    KH: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """2-D convolution, NHWC: ``Y[n, h, w, co] = sum_{rh, rw, ci}
+    Xp[n, h*s + rh*d, w*s + rw*d, ci] * Wt[co, rh, rw, ci]`` (``s`` stride, ``d`` dilation).
+
+    Returns ``[X (N, H, W, CI), Wt (CO, KH, KW, CI), Y (N, HO, WO, CO)]`` with
+    ``HO = (H + 2*pad - d*(KH-1) - 1) // s + 1`` (``WO`` alike); FLOP count
+    ``2·N·HO·WO·CO·CI·KH·KW``.
+    """
+    return _conv_nd(N, (H, W), CI, CO, (KH, KW), stride, pad, dilation, dtype)
+
+
+def c3d(
+    N: int,
+    D: int,
+    H: int,
+    W: int,
+    CI: int,
+    CO: int,
+    KD: int,
+    KH: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """3-D convolution, NDHWC, as :func:`c2d` with a depth dimension.
+
+    Returns ``[X (N, D, H, W, CI), Wt (CO, KD, KH, KW, CI), Y (N, DO, HO, WO, CO)]``; FLOP
+    count ``2·N·DO·HO·WO·CO·CI·KD·KH·KW``.
+    """
+    return _conv_nd(N, (D, H, W), CI, CO, (KD, KH, KW), stride, pad, dilation, dtype)
+
+
+def dil(
+    N: int,
+    H: int,
+    W: int,
+    CI: int,
+    CO: int,
+    KH: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 2,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """Dilated 2-D convolution: :func:`c2d` with ``dilation`` 2 by default (Heron's DIL).
+
+    Returns ``[X (N, H, W, CI), Wt (CO, KH, KW, CI), Y (N, HO, WO, CO)]``; FLOP count
+    ``2·N·HO·WO·CO·CI·KH·KW``.
+    """
+    return c2d(N, H, W, CI, CO, KH, KW, stride, pad, dilation, dtype)
+
+
+def t2d(
+    N: int,
+    H: int,
+    W: int,
+    CI: int,
+    CO: int,
+    KH: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    output_padding: int = 0,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """Transposed 2-D convolution with PyTorch ``ConvTranspose2d`` semantics, NHWC.
+
+    ``Y[n, oh, ow, co] = sum X[n, ih, iw, ci] * Wt[co, kh, kw, ci]`` over every
+    ``oh = ih*stride - pad + kh*dilation`` (``ow`` alike), i.e. PyTorch's result with its weight
+    ``(CI, CO, KH, KW)`` stored here as ``(CO, KH, KW, CI)``. Computed as a direct convolution
+    (stride 1) over ``Xd``, the input with ``stride - 1`` zeros between elements and
+    ``dilation*(K-1) - pad`` zeros around it (one data-movement stage), with the kernel flipped:
+    ``Y[n, oh, ow, co] = sum_{rh, rw, ci} Xd[n, oh + rh*d, ow + rw*d, ci] *
+    Wt[co, KH-1-rh, KW-1-rw, ci]``.
+
+    Returns ``[X (N, H, W, CI), Wt (CO, KH, KW, CI), Y (N, HO, WO, CO)]`` with
+    ``HO = (H-1)*stride - 2*pad + dilation*(KH-1) + output_padding + 1`` (``WO`` alike);
+    FLOP count ``2·N·HO·WO·CO·CI·KH·KW`` (the multiplications by inserted zeros included, as
+    the kernel performs them).
+
+    Raises:
+        InvalidComputeError: also when ``output_padding >= max(stride, dilation)`` (PyTorch's
+            rule) or an output extent is ``<= 0``.
+    """
+    _check(N=N, H=H, W=W, CI=CI, CO=CO, KH=KH, KW=KW)
+    _check_conv(stride, pad, dilation)
+    if not isinstance(output_padding, int) or not 0 <= output_padding < max(stride, dilation):
+        raise InvalidComputeError(
+            f"output_padding={output_padding!r} must be in [0, max(stride, dilation))"
+        )
+    a, b, c = dtypes(dtype)
+    sizes = []
+    for name, size, k in (("HO", H, KH), ("WO", W, KW)):
+        out = (size - 1) * stride - 2 * pad + dilation * (k - 1) + output_padding + 1
+        if out <= 0:
+            raise InvalidComputeError(f"output extent {name}={out} <= 0")
+        sizes.append(out)
+    HO, WO = sizes
+    X = te.placeholder((N, H, W, CI), a, name="X")
+    Wt = te.placeholder((CO, KH, KW, CI), b, name="W")
+    lead = (dilation * (KH - 1) - pad, dilation * (KW - 1) - pad)  # zeros before row/col 0
+
+    def dilate(n: Any, i: Any, j: Any, ci_: Any) -> Any:
+        conds, src = [], []
+        for idx, before, size in ((i, lead[0], H), (j, lead[1], W)):
+            p = idx - before
+            conds += [p >= 0, p <= (size - 1) * stride]
+            if stride > 1:
+                conds.append(tirx.floormod(p, stride) == 0)
+            src.append(tirx.floordiv(p, stride) if stride > 1 else p)
+        return tirx.if_then_else(
+            tirx.all(*conds), X[n, src[0], src[1], ci_], tirx.const(0, X.dtype)
+        )
+
+    Xd = te.compute((N, HO + dilation * (KH - 1), WO + dilation * (KW - 1), CI), dilate, name="Xd")
+    rh = te.reduce_axis((0, KH), name="rh")
+    rw = te.reduce_axis((0, KW), name="rw")
+    ci = te.reduce_axis((0, CI), name="ci")
+    Y = te.compute(
+        (N, HO, WO, CO),
+        lambda n, h, w, co: te.sum(
+            Xd[n, h + rh * dilation, w + rw * dilation, ci].astype(c)
+            * Wt[co, KH - 1 - rh, KW - 1 - rw, ci].astype(c),
+            axis=[rh, rw, ci],
+        ),
+        name="Y",
+    )
+    return [X, Wt, Y]
+
+
+def group_c2d(
+    N: int,
+    H: int,
+    W: int,
+    CI: int,
+    CO: int,
+    KH: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    groups: int = 2,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """Grouped 2-D convolution with ``groups`` groups ``G``; ``CIg = CI/G``, ``COg = CO/G``.
+
+    Layout: the group index is its own dimension, so every index stays plain and the group
+    is a batch axis of the intrinsic: ``X (N, H, W, G, CIg)``, ``Wt (G, COg, KH, KW, CIg)``,
+    ``Y (N, HO, WO, G, COg)``. In memory these are exactly NHWC ``(N, H, W, CI)``,
+    ``(CO, KH, KW, CIg)`` (PyTorch's grouped weight with channels last) and NHWC
+    ``(N, HO, WO, CO)``, channel ``c = g*CIg + i``. ``Y[n, h, w, g, o] = sum_{rh, rw, i}
+    Xp[n, h*s + rh*d, w*s + rw*d, g, i] * Wt[g, o, rh, rw, i]``.
+
+    Returns ``[X, Wt, Y]`` as above; FLOP count ``2·N·HO·WO·CO·CIg·KH·KW``.
+
+    Raises:
+        InvalidComputeError: also when ``groups`` does not divide ``CI`` and ``CO``.
+    """
+    _check(N=N, H=H, W=W, CI=CI, CO=CO, KH=KH, KW=KW, groups=groups)
+    _check_conv(stride, pad, dilation)
+    if CI % groups or CO % groups:
+        raise InvalidComputeError(f"groups={groups} must divide CI={CI} and CO={CO}")
+    a, b, c = dtypes(dtype)
+    G, CIg, COg = groups, CI // groups, CO // groups
+    HO = _out_size("HO", H, KH, stride, pad, dilation)
+    WO = _out_size("WO", W, KW, stride, pad, dilation)
+    X = te.placeholder((N, H, W, G, CIg), a, name="X")
+    Wt = te.placeholder((G, COg, KH, KW, CIg), b, name="W")
+    Xp = _pad_input(X, pad, 2)
+    rh = te.reduce_axis((0, KH), name="rh")
+    rw = te.reduce_axis((0, KW), name="rw")
+    ci = te.reduce_axis((0, CIg), name="ci")
+    Y = te.compute(
+        (N, HO, WO, G, COg),
+        lambda n, h, w, g, o: te.sum(
+            Xp[n, h * stride + rh * dilation, w * stride + rw * dilation, g, ci].astype(c)
+            * Wt[g, o, rh, rw, ci].astype(c),
+            axis=[rh, rw, ci],
+        ),
+        name="Y",
+    )
+    return [X, Wt, Y]
+
+
+def scan(M: int, N: int, K: int, dtype: str = "int8") -> list[te.Tensor]:
+    """Heron's SCAN (``ops/x86/scan.py``, ``ops/cuda/scan.py``): a prefix sum written as a
+    matrix product with a generated 0/1 lower-triangular matrix.
+
+    ``T[n, k] = 1 if n > k else 0`` (stage ``T``, computed inside the kernel, weight dtype),
+    ``Y[m, n] = sum_k X[m, k] * T[n, k] = sum_{k < min(n, K)} X[m, k]``: an *exclusive* prefix
+    sum of each row of ``X`` along ``K``, evaluated at ``N`` positions (``N == K`` is the full
+    exclusive scan; positions ``n > K`` repeat the row total).
+
+    Returns ``[X (M, K), Y (M, N)]``; FLOP count ``2·M·N·K`` (as the matrix product computes).
+    """
+    _check(M=M, N=N, K=K)
+    a, b, c = dtypes(dtype)
+    X = te.placeholder((M, K), a, name="X")
+    T = te.compute(
+        (N, K),
+        lambda n, k: tirx.if_then_else(n > k, tirx.const(1, b), tirx.const(0, b)),
+        name="Tri",
+    )
+    k = te.reduce_axis((0, K), name="k")
+    Y = te.compute(
+        (M, N), lambda i, j: te.sum(X[i, k].astype(c) * T[j, k].astype(c), axis=k), name="Y"
+    )
+    return [X, Y]
+
+
+OPERATORS.update(
+    {
+        "c1d": (c1d, ("N", "W", "CI", "CO", "KW", "stride", "pad", "dilation")),
+        "c2d": (c2d, ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation")),
+        "c3d": (
+            c3d,
+            ("N", "D", "H", "W", "CI", "CO", "KD", "KH", "KW", "stride", "pad", "dilation"),
+        ),
+        "dil": (dil, ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation")),
+        "t2d": (
+            t2d,
+            ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation", "output_padding"),
+        ),
+        "group_c2d": (
+            group_c2d,
+            ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation", "groups"),
+        ),
+        "scan": (scan, ("M", "N", "K")),
+    }
+)
+
+
+def depthwise_c2d(
+    N: int,
+    H: int,
+    W: int,
+    C: int,
+    KH: int,
+    KW: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "int8",
+) -> list[te.Tensor]:
+    """Depthwise 2-D convolution, NHWC: every channel is convolved with its own filter,
+    ``Y[n, h, w, c] = sum_{rh, rw} Xp[n, h*stride + rh*dilation, w*stride + rw*dilation, c] *
+    Wt[c, rh, rw]`` (``Xp``: ``X`` zero-padded by ``pad`` on both spatial sides, a separate
+    stage).
+
+    Returns ``[X (N, H, W, C), Wt (C, KH, KW), Y (N, HO, WO, C)]`` with
+    ``HO = (H + 2*pad - dilation*(KH-1) - 1) // stride + 1`` (``WO`` likewise); FLOP count
+    ``2·N·HO·WO·C·KH·KW``. There is no reduction over channels, so no matrix intrinsic applies:
+    on DL Boost it needs the general rule set (target ``"dlboost -general"``).
+    """
+    _check(N=N, H=H, W=W, C=C, KH=KH, KW=KW)
+    _check_conv(stride, pad, dilation)
+    a, b, c = dtypes(dtype)
+    HO = _out_size("HO", H, KH, stride, pad, dilation)
+    WO = _out_size("WO", W, KW, stride, pad, dilation)
+    X = te.placeholder((N, H, W, C), a, name="X")
+    Wt = te.placeholder((C, KH, KW), b, name="W")
+    Xp = _pad_input(X, pad, 2)
+    rh = te.reduce_axis((0, KH), name="rh")
+    rw = te.reduce_axis((0, KW), name="rw")
+    Y = te.compute(
+        (N, HO, WO, C),
+        lambda n, h, w, ch: te.sum(
+            Xp[n, h * stride + rh * dilation, w * stride + rw * dilation, ch].astype(c)
+            * Wt[ch, rh, rw].astype(c),
+            axis=[rh, rw],
+        ),
+        name="Y",
+    )
+    return [X, Wt, Y]
+
+
+OPERATORS["depthwise_c2d"] = (
+    depthwise_c2d,
+    ("N", "H", "W", "C", "KH", "KW", "stride", "pad", "dilation"),
+)

@@ -1,13 +1,23 @@
-"""Always-Inline (Ansor Table 2): inline element-wise producer stages into their consumers."""
+"""Always-Inline (Ansor Table 2): inline element-wise producer stages into their consumers;
+and its exception, :class:`MaterializeOperand`, for producers of a tensorized stage's operands.
+"""
 
 from __future__ import annotations
 
 from .base import Rule, RuleContext
 
 
+def feeds_intrinsic(ctx: RuleContext, stage: str) -> bool:
+    """Whether ``stage`` writes the A or B operand of a stage mapped onto an intrinsic."""
+    buffer = ctx.states[stage].stage.write.buffer
+    return any(buffer in (m.a.buffer, m.b.buffer) for m in ctx.matches.values())
+
+
 class AlwaysInline(Rule):
-    """Condition: an injective stage that is not an output, has consumers and is not
-    tensorized. Apply: ``compute_inline``. Ends the stage (nothing else to schedule)."""
+    """Condition: an injective stage that is not an output, has consumers, is not tensorized
+    and does not produce an operand of a tensorized stage (inlining it there would turn the
+    operand into an expression, which ``tensorize`` cannot match). Apply: ``compute_inline``.
+    Ends the stage (nothing else to schedule)."""
 
     name = "AlwaysInline"
 
@@ -18,11 +28,47 @@ class AlwaysInline(Rule):
             and not s.is_output
             and stage not in ctx.matches
             and bool(ctx.dag.consumers(stage))
+            and not feeds_intrinsic(ctx, stage)
         )
 
     def apply(self, ctx: RuleContext, stage: str) -> None:
         ctx.step("compute_inline", ctx.block(stage))
         ctx.states[stage].inlined = True
+
+    def next(self, ctx: RuleContext, stage: str) -> bool:
+        return False
+
+
+class MaterializeOperand(Rule):
+    """Condition: an injective stage producing an operand of a tensorized stage (the zero
+    padding ``Xp`` of a convolution, SCAN's generated triangular matrix).
+
+    Apply: keep it a separate, root-level stage that writes the whole operand before the
+    tensorized stage runs (its cost is inside the measured kernel), with its outer loops fused
+    and ``parallel`` and its innermost loop vectorised to ``vector_bytes``. Chosen over
+    ``compute_at`` into the tile loops because the tensorized block then reads a plain buffer
+    with the layout the intrinsic expects, independent of the tile sizes; for a convolution the
+    padded copy is ``O(N·H·W·CI)`` bytes against ``O(N·HO·WO·CO·CI·KH·KW)`` multiply-adds. Ends
+    the stage.
+    """
+
+    name = "MaterializeOperand"
+
+    def __init__(self, vector_bytes: int = 64) -> None:
+        self.vector_bytes = vector_bytes
+
+    def condition(self, ctx: RuleContext, stage: str) -> bool:
+        st = ctx.states[stage]
+        return (
+            st.stage.is_injective
+            and not st.stage.is_output
+            and not st.inlined
+            and feeds_intrinsic(ctx, stage)
+        )
+
+    def apply(self, ctx: RuleContext, stage: str) -> None:
+        lanes = max(1, self.vector_bytes // ctx.states[stage].stage.write.itemsize)
+        ctx.step("parallelize_vectorize", ctx.block(stage), lanes)
 
     def next(self, ctx: RuleContext, stage: str) -> bool:
         return False

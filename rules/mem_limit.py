@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from heronlike.csp import Le, Operand, Sum
+from heronlike.dag import Access
 
 from .base import ConstraintRule, RuleContext
 
@@ -27,11 +28,44 @@ class Footprint:
     reserve_bytes: int = 0
 
 
+def _dim_footprint(ctx: RuleContext, stage: str, acc: Access, dim: int, below: str) -> Operand:
+    """How many distinct indices of dimension ``dim`` of ``acc`` one iteration of ``below``
+    touches: the tile extent of a plain axis; for an affine index ``sum(c_i * x_i) + const``
+    (a convolution's ``h*s + rh*d``) the sound upper bound ``sum(|c_i| * (t_i - 1)) + 1`` as a
+    SUM variable; the full dimension when the index is not affine or not recorded."""
+    axis = acc.axes[dim]
+    if axis is not None:
+        return ctx.inner_extent(stage, axis, below)
+    index = acc.index[dim] if acc.index else None
+    if index is None:
+        return acc.shape[dim]
+    terms: list[Operand] = []
+    coeffs: list[int] = []
+    const = 1
+    for ax, c in index.terms:
+        tile = ctx.inner_extent(stage, ax, below)
+        terms.append(tile)
+        coeffs.append(abs(c))
+        const -= abs(c)
+    if all(isinstance(t, int) for t in terms):
+        return sum(c * int(t) for c, t in zip(coeffs, terms)) + const
+    name = f"{stage}.{acc.buffer}.d{dim}@{below}"
+    if name not in ctx.csp.vars:
+        hi = sum(
+            c * (t if isinstance(t, int) else ctx.csp.vars[t].hi) for c, t in zip(coeffs, terms)
+        )
+        ctx.csp.var(name, 1, max(1, hi + const), doc=f"footprint of {acc.buffer} dim {dim}")
+        ctx.csp.add(Sum(name, tuple(terms) + (const,), tuple(coeffs) + (1,)))
+    return name
+
+
 class AddMemLimit(ConstraintRule):
-    """C5 AddMemLimit: per buffer, its tile's bytes (PROD of the tile extents of the axes that
-    index it, times the element size); per memory level, the SUM over every buffer live there
-    plus a reserve is LE the level's capacity. Dtype-aware and summed over buffers, unlike the
-    original Heron, which bounded each buffer separately and assumed fp16."""
+    """C5 AddMemLimit: per buffer, its tile's bytes (PROD of the per-dimension footprints of
+    its tile, times the element size; a compound index such as ``h*s + rh*d`` counts
+    ``(tile_h - 1)*s + (tile_rh - 1)*d + 1``, never less than what is touched); per memory
+    level, the SUM over every buffer live there plus a reserve is LE the level's capacity.
+    Dtype-aware and summed over buffers, unlike the original Heron, which bounded each buffer
+    separately and assumed fp16."""
 
     name = "C5.AddMemLimit"
 
@@ -51,9 +85,8 @@ class AddMemLimit(ConstraintRule):
                 coeffs: list[int] = []
                 for acc in accesses:
                     tiles = [
-                        ctx.inner_extent(stage_name, ax, fp.below)
-                        for ax in acc.axes
-                        if ax is not None
+                        _dim_footprint(ctx, stage_name, acc, d, fp.below)
+                        for d in range(len(acc.shape))
                     ]
                     size = 1
                     for d in acc.shape:
