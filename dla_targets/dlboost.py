@@ -9,7 +9,19 @@ vectors); the implementation below passes ``uint8x64``/``int8x64`` operands.
 
 Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per core (read from
 ``/sys``), the cores this process may run on. Target strings: ``"dlboost"``, ``"llvm"``,
-``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>``.
+``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>`` and
+``-general``.
+
+Any shape: a stage whose extents VNNI's 16 × 4 tile does not divide (``N = 1000``, primes) is
+padded inside the kernel (:class:`heronlike.rules.pad.PadToIntrinsic`, measured).
+
+``-general`` (or ``{"kind": "dlboost", "general": True}``) allows computes with no stage that
+maps onto VNNI (float32, depthwise convolution, anything element-wise): such stages are tuned
+with the general rule set (multi-level tiling with a vector level, cache write, vectorise,
+parallel, unroll; :mod:`heronlike.rules.general`). Without it such a compute is a
+:class:`~heronlike.errors.NoTensorizableStageError` (or ``UnsupportedDtypeError``), because
+this target is about the intrinsic. Element-wise epilogues of a reduction (bias, ReLU,
+requantize) are fused into its tile loops with or without the option.
 """
 
 from __future__ import annotations
@@ -24,8 +36,15 @@ from heronlike.errors import HostFeatureError
 from heronlike.intrinsic import Intrinsic
 from heronlike.rules.base import ConstraintRule, Rule
 from heronlike.rules.cache_stage import AddCacheStage
-from heronlike.rules.inline import AlwaysInline
+from heronlike.rules.general import (
+    FuseEpilogue,
+    PackVectorOperand,
+    ScheduleInjective,
+    VectorizeGeneral,
+)
+from heronlike.rules.inline import AlwaysInline, MaterializeOperand
 from heronlike.rules.mem_limit import AddMemLimit, Footprint
+from heronlike.rules.pad import PadToIntrinsic
 from heronlike.rules.parallel import ParallelizeOuter, UnrollRegisterTile, UseAllCores
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
@@ -158,7 +177,24 @@ class DLBoostTarget(DLATarget):
     """AVX512-VNNI ("DL Boost") on the x86 CPU, tensorizing onto ``vpdpbusd``."""
 
     names = ("dlboost", "llvm", "x86")
-    option_names = ("mcpu", "num-cores")
+    option_names = ("mcpu", "num-cores", "general")
+    pads_shapes = True
+
+    def __init__(self, **options: str | bool) -> None:
+        super().__init__(**options)
+        self.requires_intrinsic = not self.general
+
+    @property
+    def general(self) -> bool:
+        """Whether computes without a VNNI stage may be tuned by the general rule set."""
+        value = self.options.get("general", False)
+        return value is True or str(value).lower() in ("1", "true", "yes", "on")
+
+    def general_hint(self) -> str:
+        return (
+            "; to tune it without the intrinsic (general rule set: tiling, vectorize, parallel) "
+            'use the target "dlboost -general" or {"kind": "dlboost", "general": True}'
+        )
 
     @property
     def mcpu(self) -> str:
@@ -171,7 +207,10 @@ class DLBoostTarget(DLATarget):
         return len(os.sched_getaffinity(0))
 
     def resolved_options(self) -> dict[str, str | bool]:
-        return {"mcpu": self.mcpu, "num-cores": str(self.cores)}
+        out: dict[str, str | bool] = {"mcpu": self.mcpu, "num-cores": str(self.cores)}
+        if self.general:
+            out["general"] = True
+        return out
 
     @property
     def intrinsics(self) -> tuple[Intrinsic, ...]:
@@ -209,14 +248,24 @@ class DLBoostTarget(DLATarget):
         return per_cycle * self.cores * khz * 1e3
 
     def schedule_rules(self) -> Sequence[Rule]:
+        # the rules for stages without an intrinsic (FuseEpilogue on element-wise outputs,
+        # the V level, VectorizeGeneral, ScheduleInjective) and PadToIntrinsic do not apply to
+        # a divisible compute whose reductions are all tensorized and that has no epilogue:
+        # its space is the same as without them
         return (
             AlwaysInline(),
+            MaterializeOperand(vector_bytes=VECTOR_BYTES),
+            FuseEpilogue(),
+            PadToIntrinsic(vector_bytes=VECTOR_BYTES),
             Tensorize(),
             AddCacheStage(scope="global"),
-            MultiLevelTiling(),
+            MultiLevelTiling(vector_level="V"),
             ParallelizeOuter(),
             UnrollRegisterTile(),
             ApplyIntrinsic(vector_bytes=VECTOR_BYTES),
+            PackVectorOperand(),
+            VectorizeGeneral(vector_bytes=VECTOR_BYTES),
+            ScheduleInjective(vector_bytes=VECTOR_BYTES),
         )
 
     def constraint_rules(self) -> Sequence[ConstraintRule]:

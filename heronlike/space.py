@@ -64,9 +64,16 @@ class Space:
     def prepare_args(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Turn logical arrays (one per PrimFunc parameter, call order) into what the built
         kernel takes: parameters in :attr:`packed` are re-laid out (one-time weight
-        pre-packing; not part of the measured kernel time)."""
+        pre-packing; not part of the measured kernel time). A packed weight whose extents the
+        intrinsic tile does not divide is first zero-padded to the tile multiples, as part of
+        the same one-time pre-packing (the kernel's parameter has the padded shape; see
+        :mod:`heronlike.rules.pad`)."""
         out = []
-        for param, arr in zip(self.dag.params, arrays, strict=True):
+        kernel_params = self.template.func.params
+        for param, arr, kparam in zip(self.dag.params, arrays, kernel_params, strict=True):
+            shape = tuple(int(d) for d in kparam.shape)
+            if arr.shape != shape and layout_may_pad(arr.shape, shape):
+                arr = np.pad(arr, [(0, k - d) for d, k in zip(arr.shape, shape)])
             layout = self.packed.get(param.name)
             out.append(layout.pack(arr) if layout is not None else arr)
         return out
@@ -82,6 +89,14 @@ class Space:
                 str(self.csp),
             ]
         )
+
+
+def layout_may_pad(shape: Sequence[int], kernel_shape: Sequence[int]) -> bool:
+    """Whether a logical array of ``shape`` is zero-padded to the kernel parameter's
+    ``kernel_shape`` (same rank, no dimension smaller)."""
+    return len(shape) == len(kernel_shape) and all(
+        k >= d for d, k in zip(shape, kernel_shape, strict=True)
+    )
 
 
 def generate_space(compute: Any, target: str | DLATarget | Mapping[str, Any]) -> Space:

@@ -75,8 +75,13 @@ class DLATarget(ABC):
     """
 
     names: ClassVar[tuple[str, ...]] = ()
-    #: the target can only run computes that map onto one of its intrinsics
-    requires_intrinsic: ClassVar[bool] = True
+    #: the target can only run computes that map onto one of its intrinsics (a target may
+    #: set it per instance, e.g. from an option that enables a general rule set)
+    requires_intrinsic: bool = True
+    #: the target's rules pad a matching stage whose extents the intrinsic tile does not
+    #: divide (e.g. :class:`heronlike.rules.pad.PadToIntrinsic`); otherwise such a stage is an
+    #: :class:`~heronlike.errors.UnsupportedShapeError`
+    pads_shapes: ClassVar[bool] = False
     #: options this target understands (``-key=value`` in a target string)
     option_names: ClassVar[tuple[str, ...]] = ()
 
@@ -147,13 +152,23 @@ class DLATarget(ABC):
         return ()
 
     # -- compute checks --------------------------------------------------------------------------
+    def general_hint(self) -> str:
+        """What the user can do when no stage maps onto an intrinsic (appended to the error);
+        a target with an opt-in general rule set names its option here."""
+        return ""
+
     def match(self, dag: ComputeDAG) -> list[IntrinsicMatch]:
         """Every stage that maps onto one of the intrinsics, with the intrinsic it maps onto.
+
+        A matching stage whose extents are not multiples of the intrinsic tile is kept when
+        :attr:`pads_shapes` (the rules pad it), and dropped otherwise unless
+        :attr:`requires_intrinsic`, in which case it is an error.
 
         Raises (only when :attr:`requires_intrinsic`):
             UnsupportedDtypeError: a stage is a multiply-accumulate, but of other dtypes.
             NoTensorizableStageError: no stage is a multiply-accumulate over plain indices.
-            UnsupportedShapeError: a matching stage's extents are not multiples of the tile.
+            UnsupportedShapeError: a matching stage's extents are not multiples of the tile
+                and the target does not pad.
         """
         matches = []
         for stage in dag.stages:
@@ -163,7 +178,7 @@ class DLATarget(ABC):
                     matches.append(m)
                     break
         if not self.requires_intrinsic:
-            return [m for m in matches if not shape_problems(m)]
+            return [m for m in matches if self.pads_shapes or not shape_problems(m)]
         if not matches:
             macs = [s for s in dag.stages if structural_match(s) is not None]
             if macs:
@@ -172,15 +187,18 @@ class DLATarget(ABC):
                 wanted = " or ".join(i.signature for i in self.intrinsics)
                 raise UnsupportedDtypeError(
                     f"target {self.names[0]} runs {wanted}; stage {s.name} computes "
-                    f"{a.dtype} x {b.dtype} -> {s.write.dtype}"
+                    f"{a.dtype} x {b.dtype} -> {s.write.dtype}" + self.general_hint()
                 )
             raise NoTensorizableStageError(
                 f"target {self.names[0]} needs a stage C[..] += A[..] * B[..] with plain indices "
-                f"to map onto its intrinsic; the compute has none:\n{dag.describe()}"
+                f"to map onto its intrinsic; the compute has none"
+                + self.general_hint()
+                + ":\n"
+                + dag.describe()
             )
         for m in matches:
             problems = shape_problems(m)
-            if problems:
+            if problems and not self.pads_shapes:
                 raise UnsupportedShapeError(
                     f"stage {m.stage.name} does not fit intrinsic {m.intrinsic.name} "
                     f"({m.intrinsic.m}x{m.intrinsic.n}x{m.intrinsic.k}): " + "; ".join(problems)

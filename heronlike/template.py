@@ -128,16 +128,45 @@ def vectorize_innermost(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
     """Vectorise the innermost loop of ``block``, split to ``lanes`` first if it is longer.
 
     A template-level helper: the innermost loop of an attached block depends on the chosen
-    compute location, so its symbol cannot be named when the template is written.
+    compute location, so its symbol cannot be named when the template is written. Nothing
+    is vectorised when that loop also holds other blocks (a one-element tile has no loop of its
+    own) or when its extent exceeds ``lanes`` without being a multiple of it.
     """
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    inner = loops[-1]
+    if len(sch.get_child_blocks(inner)) != 1:
+        return
+    extent = int(sch.get(inner).extent)
+    if extent > lanes and extent % lanes == 0:
+        inner = sch.split(inner, [None, lanes])[1]
+    elif extent > lanes:
+        return
+    sch.vectorize(inner)
+
+
+def parallelize_vectorize(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
+    """Schedule a materialised data-movement stage (zero padding, a generated matrix): fuse
+    every loop but the innermost and run it ``parallel``; vectorise the innermost loop when
+    its extent is a multiple of ``lanes`` or at most ``lanes`` (split to ``lanes`` first).
+    """
+    loops = sch.get_loops(block)
+    if len(loops) > 1:
+        outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
+        sch.parallel(outer)
     inner = sch.get_loops(block)[-1]
     extent = int(sch.get(inner).extent)
     if extent > lanes and extent % lanes == 0:
         inner = sch.split(inner, [None, lanes])[1]
-    sch.vectorize(inner)
+    if extent <= lanes or extent % lanes == 0:
+        sch.vectorize(inner)
 
 
-_HELPERS = {"vectorize_innermost": vectorize_innermost}
+_HELPERS = {
+    "vectorize_innermost": vectorize_innermost,
+    "parallelize_vectorize": parallelize_vectorize,
+}
 
 
 class Template:
@@ -184,7 +213,8 @@ class Template:
             else:
                 result = fn(*args)
             if len(step.outs) == 1:
-                env[step.outs[0]] = result
+                # get_loops returns a list even for a single loop
+                env[step.outs[0]] = result[0] if step.op == "get_loops" else result
             elif step.outs:
                 if len(result) != len(step.outs):
                     raise ValueError(f"{step} returned {len(result)} results")

@@ -6,6 +6,12 @@ reordered ``S0 S1 R0 S2 R1 T``: ``S0`` is the parallel level, ``S1`` the cache t
 register tile (accumulators stay in registers across ``R1``) and ``T`` the intrinsic. A
 write-back stage from :class:`~heronlike.rules.cache_stage.AddCacheStage` is attached under
 ``S0`` or ``S1``, chosen by a knob (C4 AddStageFuse).
+
+With ``vector_level`` (the general rule set), a stage that no intrinsic runs gets one more,
+innermost spatial level on its output's contiguous (last) axis, ordered after everything
+else (``S0 S1 R0 S2 R1 V``, MetaSchedule's ``SSRSRS`` for CPUs), for
+:class:`~heronlike.rules.general.VectorizeGeneral` to vectorise. Tensorized stages are tiled
+exactly as without it.
 """
 
 from __future__ import annotations
@@ -29,9 +35,22 @@ class MultiLevelTiling(Rule):
         reduce: Sequence[str] = ("R0", "R1"),
         order: Sequence[str] = ("S0", "S1", "R0", "S2", "R1", "T"),
         attach_levels: Sequence[str] = ("S0", "S1"),
+        vector_level: str | None = None,
     ) -> None:
         self.spatial, self.reduce = tuple(spatial), tuple(reduce)
         self.order, self.attach_levels = tuple(order), tuple(attach_levels)
+        self.vector_level = vector_level
+
+    def vector_axis(self, ctx: RuleContext, stage: str) -> str | None:
+        """The axis that gets the vector level: the output's last axis, if it is a plain
+        spatial axis of a stage no intrinsic runs (None otherwise or without a vector level)."""
+        st = ctx.states[stage]
+        if self.vector_level is None or st.match is not None or not st.stage.write.axes:
+            return None
+        last = st.stage.write.axes[-1]
+        if last is None or st.stage.axis(last).kind != "S":
+            return None
+        return last
 
     def condition(self, ctx: RuleContext, stage: str) -> bool:
         st = ctx.states[stage]
@@ -39,13 +58,18 @@ class MultiLevelTiling(Rule):
 
     def apply(self, ctx: RuleContext, stage: str) -> None:
         st = ctx.states[stage]
+        vector_axis = self.vector_axis(ctx, stage)
+        order = self.order
         for loop in list(ctx.loops(stage)):
             levels = self.spatial if loop.kind == "S" else self.reduce
             tile = st.intrinsic_tile.get(loop.axis)
             fixed = {"T": tile} if tile else {}
+            if loop.axis == vector_axis and self.vector_level is not None:
+                levels = levels + (self.vector_level,)
+                order = self.order + (self.vector_level,)
             ctx.split(stage, loop, levels + (("T",) if tile else ()), fixed)
         ordered: list[Loop] = []
-        for level in self.order:
+        for level in order:
             group = st.level(level)
             if level == "T" and st.match is not None:
                 roles = {st.match.m_axis: "m", st.match.n_axis: "n", st.match.k_axis: "k"}
