@@ -7,6 +7,7 @@ budget, the measurement and the records.
 Built-in explorers are listed by name in :data:`EXPLORERS` and imported on first use:
 
 * ``"random"``: RandSAT samples, picked ε-greedily by the cost model (Heron's ``CRAND``);
+* ``"rand"``: RandSAT samples only, no cost model (Heron's RAND baseline);
 * ``"cga"``: Heron's constraint-based GA with key variables by feature importance;
   ``"cga1"``: the same with random key variables (the CGA-1 ablation);
 * ``"sa"``: simulated annealing on the cost model, Metropolis acceptance;
@@ -46,6 +47,7 @@ __all__ = ["EXPLORERS", "Explorer", "Observation", "explorer_class", "make_explo
 #: Explorer name -> ``"module:Class"``, imported lazily by :func:`explorer_class`.
 EXPLORERS: dict[str, str] = {
     "random": "heronlike.explore.random:RandomExplorer",
+    "rand": "heronlike.explore.random:RandSATExplorer",
     "cga": "heronlike.explore.cga:CGAExplorer",
     "cga1": "heronlike.explore.cga:CGARandomKeysExplorer",
     "sa": "heronlike.explore.sa:SAExplorer",

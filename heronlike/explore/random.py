@@ -10,12 +10,12 @@ lasts.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from heronlike.explore.base import Explorer
+from heronlike.explore.base import Explorer, Observation
 
 __all__ = ["RandomExplorer"]
 
@@ -83,3 +83,19 @@ class RandomExplorer(Explorer):
                 seen.add(key)
                 out.append(a)
         return out
+
+
+class RandSATExplorer(Explorer):
+    """RAND, Heron's baseline (ASPLOS'23 Fig. 12): RandSAT samples only, no cost model.
+
+    ``propose(n)`` returns ``n`` fresh RandSAT samples; ``observe`` remembers the results but
+    trains nothing, so the explorer's time is CP-SAT's alone.
+    """
+
+    name = "rand"
+
+    def propose(self, n: int, *, exclude: Collection[tuple[int, ...]]) -> list[dict[str, int]]:
+        return self.sampler.sample(n, exclude=exclude) if n > 0 else []
+
+    def observe(self, observations: Sequence[Observation]) -> None:
+        self.observations.extend(observations)
