@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-from heronlike.csp import CSP, Eq, Prod, derive
+from heronlike.csp import CSP, Constraint, Eq, Prod, derive
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Observation
 
@@ -50,11 +50,28 @@ class Completer:
         self.sampler = sampler
         self.knobs = csp.knobs
         self.steps, self.complete = csp.derivation(self.knobs)
-        # a definition holds by construction: check the other constraints and every range
-        defining = {id(c) for _, c in self.steps}
-        self.checks = [c for c in csp.constraints if id(c) not in defining]
-        self.ranges = [(n, v.lo, v.hi) for n, v in csp.vars.items()]
         self.constants = {n: v.lo for n, v in csp.vars.items() if v.lo == v.hi and v.knob is False}
+        # a definition holds by construction: check the other constraints and every range, each
+        # as soon as its operands are known, so that a bad draw is rejected early
+        defining = {id(c) for _, c in self.steps}
+        pending = [c for c in csp.constraints if id(c) not in defining]
+        known = set(self.knobs) | set(self.constants)
+
+        def ready() -> list[Constraint]:
+            now = [
+                c for c in pending if all(isinstance(o, int) or o in known for o in c.operands())
+            ]
+            for c in now:
+                pending.remove(c)
+            return now
+
+        given = [n for n in csp.vars if n in known]
+        self.first = ([(n, csp.vars[n].lo, csp.vars[n].hi) for n in given], ready())
+        self.plan = []
+        for name, c in self.steps:
+            known.add(name)
+            self.plan.append((name, c, csp.vars[name].lo, csp.vars[name].hi, ready()))
+        self.last = pending  # constraints on variables no step defines (only when incomplete)
 
     def __call__(self, knobs: Mapping[str, int]) -> Assignment | None:
         if not self.complete:
@@ -62,15 +79,22 @@ class Completer:
         a = dict(self.constants)
         for k in self.knobs:
             a[k] = int(knobs[k])
-        for name, c in self.steps:
-            value = derive(c, name, a)
-            if value is None:
-                return None
-            a[name] = value
-        for name, lo, hi in self.ranges:
+        ranges, checks = self.first
+        for name, lo, hi in ranges:
             if not lo <= a[name] <= hi:
                 return None
-        for c in self.checks:
+        for c in checks:
+            if not c.holds(a):
+                return None
+        for name, c, lo, hi, checks in self.plan:
+            value = derive(c, name, a)
+            if value is None or not lo <= value <= hi:
+                return None
+            a[name] = value
+            for check in checks:
+                if not check.holds(a):
+                    return None
+        for c in self.last:
             if not c.holds(a):
                 return None
         return {name: a[name] for name in self.csp.vars}
