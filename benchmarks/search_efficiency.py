@@ -20,8 +20,11 @@ Usage (the committed results were made with the defaults, on an otherwise idle m
     python benchmarks/search_efficiency.py --ops gemm --seeds 1 --trials 32 --rand-trials 32
     python benchmarks/search_efficiency.py --simulate heronlike_runs/records.sqlite --ops gemm
 
-RAND (``random``) gets ``--rand-trials`` (600) so that the check of Heron's claim, CGA's median
-best at 200 trials against RAND's at 600, comes from the same run.
+RAND (``rand``: RandSAT only; ``random`` is RandSAT ranked ε-greedily by the cost model, Heron's
+CRAND) gets ``--rand-trials`` (600), so that the check of Heron's claim, CGA's median best at 200
+trials against RAND's at 600, comes from the same data. Rows of an earlier run in ``--out`` for
+other (op, explorer) pairs are kept, so one explorer can be re-run alone
+(``--explorers rand``); ``--fresh`` starts the CSV files anew.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ CASES = {
     "gemm": (ops.gemm, (1024, 1024, 1024)),
     "bmm": (ops.bmm, (12, 512, 512, 64)),
 }
-EXPLORERS = ("cga", "cga1", "random", "sa", "ga", "opevo")
+EXPLORERS = ("cga", "cga1", "rand", "sa", "ga", "opevo")
+#: explorers given ``--rand-trials`` instead of ``--trials``
+LONG_BUDGET = ("rand", "random")
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -58,6 +63,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     p.add_argument("--work", type=Path, default=Path("benchmarks/out/search_efficiency"))
     p.add_argument("--simulate", type=Path, default=None, help="replay this records file")
+    p.add_argument("--fresh", action="store_true", help="drop the rows of earlier runs")
     return p.parse_args(argv)
 
 
@@ -80,7 +86,7 @@ def run(argv: list[str] | None = None) -> int:
     for op in a.ops.split(","):
         builder, shape = CASES[op]
         for explorer in a.explorers.split(","):
-            budget = a.rand_trials if explorer == "random" else a.trials
+            budget = a.rand_trials if explorer in LONG_BUDGET else a.trials
             for seed in range(a.seeds):
                 records = a.work / f"{stamp}-{op}-{explorer}-{seed}.sqlite"
                 t0 = time.perf_counter()
@@ -134,11 +140,29 @@ def run(argv: list[str] | None = None) -> int:
                     f" explorer {row['explorer_share']:.1%} of {loop:.0f} s {r.explorer_stats}",
                     flush=True,
                 )
+    done = {(r["op"], r["explorer"]) for r in runs}
+    curves = _merge(a.out / "search_efficiency_curves.csv", curves, done, a.fresh)
+    runs = _merge(a.out / "search_efficiency_runs.csv", runs, done, a.fresh)
     _write_csv(a.out / "search_efficiency_curves.csv", curves)
     _write_csv(a.out / "search_efficiency_runs.csv", runs)
     _summary(runs, a.trials, a.rand_trials)
     _plot(curves, a.out / "search_efficiency.png")
     return 0
+
+
+def _merge(path: Path, rows: list[dict], done: set, fresh: bool) -> list[dict]:
+    """``rows`` after the rows of ``path`` whose (op, explorer) was not re-run now."""
+    if fresh or not path.exists():
+        return rows
+    with path.open(newline="") as f:
+        old = [r for r in csv.DictReader(f) if (r["op"], r["explorer"]) not in done]
+    for r in old:
+        for key in ("seed", "trials"):
+            r[key] = int(r[key])
+        for key in ("elapsed_s", "explorer_share", "loop_s"):
+            if key in r:
+                r[key] = float(r[key])
+    return old + rows
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -151,7 +175,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 def _summary(runs: list[dict], trials: int, rand_trials: int) -> None:
     """Median over seeds, per op and explorer; Heron's claim; explorer overhead; OpEvo."""
-    print(f"\nmedian over seeds (GOP/s); RAND also at {rand_trials} trials")
+    print(f"\nmedian over seeds (GOP/s); rand and random ran {rand_trials} trials")
     for op in dict.fromkeys(r["op"] for r in runs):
         for explorer in dict.fromkeys(r["explorer"] for r in runs if r["op"] == op):
             rows = [r for r in runs if r["op"] == op and r["explorer"] == explorer]
@@ -171,6 +195,22 @@ def _summary(runs: list[dict], trials: int, rand_trials: int) -> None:
                 bad = sum(json.loads(r["stats"]).get("invalid_children", 0) for r in rows)
                 line += f"  invalid children {bad}/{kids} = {bad / max(1, kids):.1%}"
             print(line)
+        cga = [
+            float(r["best_gops_at_trials"] or 0)
+            for r in runs
+            if r["op"] == op and r["explorer"] == "cga"
+        ]
+        rand = [
+            float(r["best_gops_final"] or 0)
+            for r in runs
+            if r["op"] == op and r["explorer"] == "rand"
+        ]
+        if cga and rand:
+            c, r = statistics.median(cga), statistics.median(rand)
+            print(
+                f"{op}: Heron's claim, CGA median best at {trials} trials / RAND's at "
+                f"{rand_trials}: {c:.1f} / {r:.1f} = {c / r:.3f}"
+            )
 
 
 def _plot(curves: list[dict], path: Path) -> None:
