@@ -68,30 +68,10 @@ def register_guarded_vnni(name: str = "dot_16x4_vnni") -> str:
     the weight, so the guard never rejects a heronlike schedule.
     """
     from tvm.s_tir import TensorIntrin
-    from tvm.script import tirx as T
 
     from heronlike.dla_targets.dlboost import _vnni_functions
 
-    desc, _ = _vnni_functions()
-
-    @T.prim_func(s_tir=True)
-    def impl(
-        A: T.Buffer((4,), "uint8", offset_factor=1),
-        B: T.Buffer((16, 4), "int8", offset_factor=1, strides=[4, 1]),
-        C: T.Buffer((16,), "int32", offset_factor=1),
-    ) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:16], A[0:4], B[0:16, 0:4])
-            T.writes(C[0:16])
-            a_i32 = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
-            C[T.ramp(T.int32(0), 1, 16)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id("llvm.x86.avx512.vpdpbusd.512"),
-                C.vload([0], dtype="int32x16"),
-                T.reinterpret(T.broadcast(a_i32, 16), dtype="uint8x64"),
-                B.vload([0, 0], dtype="int8x64"),
-                dtype="int32x16",
-            )
-
+    desc, impl = _vnni_functions(compact_b=True)
     TensorIntrin.register(name, desc, impl, override=True)
     return name
 

@@ -61,8 +61,17 @@ _OPS_PER_CYCLE = {"znver4": 128, "znver5": 256}
 _DEFAULT_OPS_PER_CYCLE = 256
 
 
-def _vnni_functions() -> tuple[Any, Any]:
+def _vnni_functions(compact_b: bool = False) -> tuple[Any, Any]:
+    """The VNNI intrinsic's description and implementation (TVMScript PrimFuncs).
+
+    ``compact_b`` declares the implementation's ``B`` tile compact (``strides=[4, 1]``): it
+    loads the 16 × 4 tile as 64 contiguous bytes, and the declaration makes ``tensorize`` reject
+    a strided tile instead of accepting it (heronlike always packs B, so only schedulers that do
+    not, like MetaSchedule on a plain weight, need it).
+    """
     from tvm.script import tirx as T
+
+    b_strides = [4, 1] if compact_b else None
 
     @T.prim_func(s_tir=True)
     def desc(
@@ -82,7 +91,7 @@ def _vnni_functions() -> tuple[Any, Any]:
     @T.prim_func(s_tir=True)
     def impl(
         A: T.Buffer((4,), "uint8", offset_factor=1),
-        B: T.Buffer((16, 4), "int8", offset_factor=1),
+        B: T.Buffer((16, 4), "int8", offset_factor=1, strides=b_strides),
         C: T.Buffer((16,), "int32", offset_factor=1),
     ) -> None:
         with T.sblock("root"):
