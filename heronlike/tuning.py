@@ -422,6 +422,22 @@ def _prepare_data(space: Space, work: Path, seed: int) -> _Data:
     return _Data(str(args), str(exp), 1e-3 if floating else 0.0, arrays, expected)
 
 
+#: the best-kernel fields of a TuneResult when no candidate was valid
+_NO_RESULT: dict[str, Any] = dict.fromkeys(
+    (
+        "latency_s",
+        "tuning_latency_s",
+        "throughput",
+        "assignment",
+        "knobs",
+        "kernel",
+        "correct",
+        "trace",
+        "script",
+    )
+)
+
+
 def _finish(
     space: Space,
     db: Records,
@@ -434,19 +450,8 @@ def _finish(
     """Rebuild the best candidate, check it bit-exactly, re-measure it with more repeats."""
     builder, runner = measurer.builder, measurer.runner
     best = db.best(space.workload_key, space.target.key)
-    empty = dict(
-        latency_s=None,
-        tuning_latency_s=None,
-        throughput=None,
-        assignment=None,
-        knobs=None,
-        kernel=None,
-        correct=None,
-        trace=None,
-        script=None,
-    )
     if best is None:
-        return empty
+        return dict(_NO_RESULT)
     # re-measure first: running the kernel in this process wakes TVM's thread pool, whose
     # spinning threads would steal cores from the runner for a while
     sch = space.apply(best.assignment)
@@ -486,8 +491,7 @@ def _finish_simulated(space: Space, db: Records, flop: float) -> dict[str, Any]:
     """The best replayed trial as it was recorded: nothing is built or re-measured."""
     best = db.best(space.workload_key, space.target.key)
     if best is None:
-        keys = ("latency_s", "tuning_latency_s", "throughput", "assignment", "knobs", "kernel")
-        return dict.fromkeys(keys + ("correct", "trace", "script"))
+        return dict(_NO_RESULT)
     sch = space.apply(best.assignment)
     return dict(
         latency_s=best.latency_s,
