@@ -35,48 +35,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from heronlike.ops import OPERATORS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
     sys.path.insert(0, str(REPO_ROOT))
 
 #: the argument names of each heronlike.ops builder, in its positional order (dtype excluded)
-API_ARGS: dict[str, tuple[str, ...]] = {
-    "gemm": ("M", "N", "K"),
-    "bmm": ("B", "M", "N", "K"),
-    "gemv": ("M", "K"),
-    "c1d": ("N", "W", "CI", "CO", "KW", "stride", "pad", "dilation"),
-    "c2d": ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation"),
-    "dil": ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation"),
-    "c3d": ("N", "D", "H", "W", "CI", "CO", "KD", "KH", "KW", "stride", "pad", "dilation"),
-    "t2d": (
-        "N",
-        "H",
-        "W",
-        "CI",
-        "CO",
-        "KH",
-        "KW",
-        "stride",
-        "pad",
-        "dilation",
-        "output_padding",
-    ),  # fmt: skip
-    "group_c2d": (
-        "N",
-        "H",
-        "W",
-        "CI",
-        "CO",
-        "KH",
-        "KW",
-        "stride",
-        "pad",
-        "dilation",
-        "groups",
-    ),  # fmt: skip
-    "depthwise_c2d": ("N", "H", "W", "C", "KH", "KW", "stride", "pad", "dilation"),
-    "scan": ("M", "N", "K"),
-}
+API_ARGS: dict[str, tuple[str, ...]] = {name: args for name, (_, args) in OPERATORS.items()}
 
 # Heron's DL Boost cases, each as (operator, arguments in *Heron's* order for that operator),
 # converted to heronlike's API order by heron_to_params. Heron's orders differ per operator:
