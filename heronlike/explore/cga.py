@@ -70,11 +70,9 @@ from heronlike.explore.base import Explorer, check_options
 from heronlike.explore.common import (
     Completer,
     KnobDrawer,
+    ScoredPool,
     best_measured,
     roulette,
-    select_batch,
-    top,
-    unique,
 )
 
 __all__ = [
@@ -261,30 +259,18 @@ class CGAExplorer(Explorer):
             return self.sampler.sample(n, exclude=excluded)
         opt = self.options
         key = self.sampler.key
-        seen: dict[Key, Assignment] = {}
-        scores: dict[Key, float] = {}
-
-        def add(batch: Sequence[Assignment]) -> list[Assignment]:
-            """Score the new ones of ``batch``; return ``batch`` without duplicates."""
-            fresh = [a for a in unique(batch, key) if key(a) not in seen]
-            if fresh:
-                pred = self.cost_model.predict(self.features(fresh))
-                for a, s in zip(fresh, pred):
-                    seen[key(a)] = a
-                    scores[key(a)] = float(s)
-            return [seen[k] for k in dict.fromkeys(key(a) for a in batch)]
-
+        pool = ScoredPool(lambda batch: self.cost_model.predict(self.features(batch)), key)
         start = list(self.sampler.sample(opt.pop_size))
         start += best_measured(self.observations, opt.history_topk, key)
         if opt.carry_population:
             start += self._population
-        population = top(add(start), scores, key, opt.pop_size)
+        population = pool.top(pool.add(start), opt.pop_size)
         for _ in range(opt.generations):
             if not population:
                 break
             key_vars = self.key_variables()
-            pop_scores = np.array([scores[key(a)] for a in population])
-            parents = [population[int(i)] for i in roulette(pop_scores, opt.select_num, self.rng)]
+            picks = roulette(pool.score(population), opt.select_num, self.rng)
+            parents = [population[int(i)] for i in picks]
             children = []
             for _ in range(opt.pop_size):
                 i, j = self.rng.integers(len(parents), size=2)
@@ -292,13 +278,9 @@ class CGAExplorer(Explorer):
                 child = self._solve_child(mutate(cons, self.rng, opt.mutation_prob))
                 if child is not None:
                     children.append(child)
-            children = add(children)
-            elites = top(list(seen.values()), scores, key, opt.elites)
-            population = top(children + elites, scores, key, opt.pop_size)
+            population = pool.next_population(children, opt.elites, opt.pop_size)
         self._population = population
-        pool = [a for k, a in seen.items() if k not in excluded]
-        pool_scores = np.array([scores[key(a)] for a in pool])
-        return select_batch(pool, pool_scores, n, opt.epsilon, self.rng, self.sampler, excluded)
+        return pool.select(n, excluded, opt.epsilon, self.rng, self.sampler)
 
     def _solve_child(self, constraints: Sequence[In]) -> Assignment | None:
         """One solution of ``CSP_initial + constraints``, or None (counted) if none was found."""

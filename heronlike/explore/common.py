@@ -21,6 +21,7 @@ __all__ = [
     "KnobDrawer",
     "best_measured",
     "epsilon_select",
+    "ScoredPool",
     "select_batch",
     "factorizations",
     "fixed_values",
@@ -302,6 +303,61 @@ def best_measured(observations: Sequence[Observation], k: int, key) -> list[Assi
             seen.add(kk)
             out.append(dict(o.assignment))
     return out
+
+
+class ScoredPool:
+    """Every assignment one round of a population-based explorer (CGA, GA) has seen, each scored
+    once by the cost model, and the steps such a round takes on them.
+
+    Args:
+        predict: cost-model scores of a list of assignments (higher is better).
+        key: the identity of an assignment (``sampler.key``).
+    """
+
+    def __init__(self, predict, key) -> None:
+        self.predict = predict
+        self.key = key
+        self.seen: dict[Key, Assignment] = {}
+        self.scores: dict[Key, float] = {}
+
+    def add(self, batch: Sequence[Assignment]) -> list[Assignment]:
+        """Score the new ones of ``batch``; return ``batch`` without duplicates."""
+        key = self.key
+        fresh = [a for a in unique(batch, key) if key(a) not in self.seen]
+        if fresh:
+            for a, s in zip(fresh, self.predict(fresh), strict=True):
+                self.seen[key(a)] = a
+                self.scores[key(a)] = float(s)
+        return [self.seen[k] for k in dict.fromkeys(key(a) for a in batch)]
+
+    def score(self, batch: Sequence[Assignment]) -> np.ndarray:
+        """The scores of ``batch`` (all added before), as an array."""
+        return np.array([self.scores[self.key(a)] for a in batch])
+
+    def top(self, batch: Sequence[Assignment], k: int) -> list[Assignment]:
+        """:func:`top` ``k`` of ``batch`` (added before) by score."""
+        return top(batch, self.scores, self.key, k)
+
+    def next_population(
+        self, children: Sequence[Assignment], elites: int, size: int
+    ) -> list[Assignment]:
+        """End of a generation: score ``children``; the best ``size`` of them and of the
+        ``elites`` best assignments seen this round."""
+        children = self.add(children)
+        best = self.top(list(self.seen.values()), elites)
+        return self.top(children + best, size)
+
+    def select(
+        self,
+        n: int,
+        excluded: Collection[Key],
+        epsilon: float,
+        rng: np.random.Generator,
+        sampler,
+    ) -> list[Assignment]:
+        """End of a round: :func:`select_batch` ``n`` of the assignments seen and not excluded."""
+        pool = [a for k, a in self.seen.items() if k not in excluded]
+        return select_batch(pool, self.score(pool), n, epsilon, rng, sampler, excluded)
 
 
 def unique(batch: Sequence[Assignment], key) -> list[Assignment]:

@@ -30,20 +30,16 @@ The helpers it shares with the other explorers on knob vectors live in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from heronlike.explore.base import Explorer, check_options
 from heronlike.explore.common import (
     Assignment,
     Completer,
+    ScoredPool,
     best_measured,
     roulette,
-    select_batch,
-    top,
-    unique,
 )
 
 __all__ = ["GAExplorer", "GAOptions"]
@@ -132,26 +128,16 @@ class GAExplorer(Explorer):
             return self.sampler.sample(n, exclude=excluded)
         opt = self.options
         key = self.sampler.key
-        seen: dict[tuple[int, ...], Assignment] = {}
-        scores: dict[tuple[int, ...], float] = {}
-
-        def add(batch: Sequence[Assignment]) -> list[Assignment]:
-            fresh = [a for a in unique(batch, key) if key(a) not in seen]
-            if fresh:
-                for a, s in zip(fresh, self.cost_model.predict(self.features(fresh))):
-                    seen[key(a)] = a
-                    scores[key(a)] = float(s)
-            return [seen[k] for k in dict.fromkeys(key(a) for a in batch)]
-
+        pool = ScoredPool(lambda batch: self.cost_model.predict(self.features(batch)), key)
         start = list(self.sampler.sample(opt.pop_size))
         start += best_measured(self.observations, opt.history_topk, key)
         start += self._population
-        population = top(add(start), scores, key, opt.pop_size)
+        population = pool.top(pool.add(start), opt.pop_size)
         for _ in range(opt.generations):
             if not population:
                 break
-            pop_scores = np.array([scores[key(a)] for a in population])
-            parents = [population[int(i)] for i in roulette(pop_scores, opt.select_num, self.rng)]
+            picks = roulette(pool.score(population), opt.select_num, self.rng)
+            parents = [population[int(i)] for i in picks]
             children: list[Assignment] = []
             invalid = 0
             for _ in range(opt.pop_size):
@@ -166,10 +152,6 @@ class GAExplorer(Explorer):
             if invalid >= opt.restart_ratio * opt.pop_size:
                 self.restarts += 1
                 children += self.sampler.sample(opt.pop_size - len(children))
-            children = add(children)
-            elites = top(list(seen.values()), scores, key, opt.elites)
-            population = top(children + elites, scores, key, opt.pop_size)
+            population = pool.next_population(children, opt.elites, opt.pop_size)
         self._population = population
-        pool = [a for k, a in seen.items() if k not in excluded]
-        pool_scores = np.array([scores[key(a)] for a in pool])
-        return select_batch(pool, pool_scores, n, opt.epsilon, self.rng, self.sampler, excluded)
+        return pool.select(n, excluded, opt.epsilon, self.rng, self.sampler)
