@@ -13,6 +13,7 @@ import pytest
 
 import heronlike
 from heronlike import ops
+from heronlike.dla_targets.dlboost import host_has_vnni
 from heronlike.errors import RecordsMismatchError
 from heronlike.explore import EXPLORERS
 from heronlike.features import ScheduleFeatures
@@ -20,12 +21,16 @@ from heronlike.records import Records
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
 
+needs_vnni = pytest.mark.skipif(not host_has_vnni(), reason="host CPU has no AVX512-VNNI")
+
 SHAPE = (16, 32, 16)  # M, N, K: a space of about 200 assignments
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory):
     """A real random tuning of a small int8 GEMM: 48 measured trials."""
+    if not host_has_vnni():
+        pytest.skip("recording the replayed tuning needs AVX512-VNNI on this host")
     path = tmp_path_factory.mktemp("sim") / "recorded.sqlite"
     result = heronlike.tune(ops.gemm(*SHAPE), "dlboost", trials=48, records=path, seed=3)
     assert result.valid == 48
@@ -97,6 +102,7 @@ def test_time_budget_is_enforced_by_the_loop_in_simulated_seconds(recorded) -> N
     assert result.curve[-2][1] < budget  # ... and started no batch after that
 
 
+@needs_vnni
 def test_time_budget_on_real_hardware(tmp_path) -> None:
     result = heronlike.tune(
         ops.gemm(*SHAPE),

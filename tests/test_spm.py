@@ -9,7 +9,7 @@ import pytest
 
 from heronlike import ops
 from heronlike.csp import Select
-from heronlike.dla_targets.dlboost import DLBoostTarget
+from heronlike.dla_targets.dlboost import DLBoostTarget, host_has_vnni
 from heronlike.kernel import BuiltKernel
 from heronlike.rules.spm import AddMultiLevelSPM, AddMultiScopeSPM
 from heronlike.rules.tensorize import Tensorize
@@ -32,6 +32,7 @@ class StagedDLBoost(DLBoostTarget):
         return rules[:at] + [self.spm] + rules[at:]
 
 
+@pytest.mark.skipif(not host_has_vnni(), reason="host CPU has no AVX512-VNNI")
 @pytest.mark.parametrize(
     "spm",
     [AddMultiLevelSPM(("global",)), AddMultiScopeSPM({"a": "global", "b": "global"})],
