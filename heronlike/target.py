@@ -41,7 +41,7 @@ from .intrinsic import Intrinsic, IntrinsicMatch, match_intrinsic, shape_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from .dag import ComputeDAG
-    from .measure import LocalBuilder, LocalRunner
+    from .measure import Builder, Runner
     from .rules.base import ConstraintRule, Rule
 
 ENTRY_POINT_GROUP = "heronlike.targets"
@@ -213,13 +213,24 @@ class DLATarget(ABC):
         return None
 
     # -- measurement -----------------------------------------------------------------------------
-    def make_builder(self, *, timeout_s: float = 60.0) -> LocalBuilder:
-        """The builder for candidates (default: a local process pool)."""
+    #: the TVM device kernels of this target run on (``"cpu"``, ``"cuda"``, ``"cuda:1"``)
+    device: str = "cpu"
+    #: built kernels can be called in the tuning process (:class:`heronlike.kernel.BuiltKernel`);
+    #: False for a device this process may not have (a GPU measured remotely)
+    runs_in_process: bool = True
+
+    def build_options(self) -> dict[str, Any]:
+        """Target-specific options passed to the build function with every candidate
+        (:attr:`heronlike.measure.BuildInput.options`), e.g. TVM pass-context settings."""
+        return {}
+
+    def make_builder(self, *, timeout_s: float = 60.0) -> Builder:
+        """The builder for candidates (default: TVM's LLVM build in a local process pool)."""
         from .measure import LocalBuilder
 
         return LocalBuilder(timeout_s=timeout_s)
 
-    def make_runner(self, *, timeout_s: float = 30.0, **evaluator: Any) -> LocalRunner:
+    def make_runner(self, *, timeout_s: float = 30.0, **evaluator: Any) -> Runner:
         """The runner for candidates (default: one local process, all cores)."""
         from .measure import LocalRunner
 

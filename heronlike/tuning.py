@@ -29,7 +29,6 @@ from .explore import make_explorer
 from .explore.base import Explorer, Observation
 from .features import ScheduleFeatures
 from .kernel import BuiltKernel
-from .measure import BuildInput, RunInput
 from .measure.check import compare
 from .measure.measurer import HardwareMeasurer, Measurer, ReplayMeasurer
 from .records import Records, TrialRecord
@@ -220,7 +219,7 @@ def tune(
     t_start = time.perf_counter()
     space = generate_space(compute, target)
     tgt = space.target
-    tvm_target = tgt.tvm_target()
+    tvm_target = tgt.tvm_target() if simulate is None else {}
     if simulate is None:
         tgt.check_host()
     rng = np.random.default_rng(seed)
@@ -277,6 +276,8 @@ def tune(
             data.args_path,
             data.expected_path,
             data.rtol,
+            device=tgt.device,
+            build_options=tgt.build_options(),
         )
     times = Counter[str]()
     errors = Counter[str]()
@@ -447,32 +448,31 @@ def _finish(
     measurer: HardwareMeasurer,
     final_repeat: int,
 ) -> dict[str, Any]:
-    """Rebuild the best candidate, check it bit-exactly, re-measure it with more repeats."""
-    builder, runner = measurer.builder, measurer.runner
+    """Re-measure the best candidate on the target's runner with more repeats (which checks
+    its outputs again); where the target's kernels run in this process, also build it here as
+    a callable :class:`BuiltKernel` and check that too."""
     best = db.best(space.workload_key, space.target.key)
     if best is None:
         return dict(_NO_RESULT)
     # re-measure first: running the kernel in this process wakes TVM's thread pool, whose
     # spinning threads would steal cores from the runner for a while
-    sch = space.apply(best.assignment)
-    (built,) = builder.build([BuildInput(tvm.ir.save_json(sch.mod), tvm_target)])
-    latency = best.latency_s
-    if built.ok:
-        runner.repeat = final_repeat
-        runner.number = max(runner.number, 10)
-        (res,) = runner.run(
-            [RunInput(built.artifact_path, data.args_path, data.expected_path, data.rtol)]
+    final = measurer.finish(best.assignment, final_repeat)
+    latency = final.latency_s if final.latency_s is not None else best.latency_s
+    correct = final.correct
+    kernel = None
+    if space.target.runs_in_process:
+        kernel = BuiltKernel(space, best.assignment, tvm_target)
+        inputs = [
+            a for p, a in zip(space.dag.params, data.inputs) if p.name not in space.dag.outputs
+        ]
+        outs = kernel(*inputs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        correct = (correct is not False) and all(
+            compare(o, data.expected[i], data.rtol) is None
+            for o, i in zip(outs, sorted(data.expected), strict=True)
         )
-        if res.ok:
-            latency = res.latency_s
-    kernel = BuiltKernel(space, best.assignment, tvm_target)
-    inputs = [a for p, a in zip(space.dag.params, data.inputs) if p.name not in space.dag.outputs]
-    outs = kernel(*inputs)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    correct = all(
-        compare(o, data.expected[i], data.rtol) is None
-        for o, i in zip(outs, sorted(data.expected), strict=True)
-    )
+    else:
+        sch = space.apply(best.assignment)
     knobs = {k: best.assignment[k] for k in space.csp.knobs if k in best.assignment}
     return dict(
         latency_s=latency,
@@ -482,8 +482,8 @@ def _finish(
         knobs=knobs,
         kernel=kernel,
         correct=correct,
-        trace=kernel.trace,
-        script=kernel.script,
+        trace=kernel.trace if kernel is not None else str(sch.trace),
+        script=kernel.script if kernel is not None else sch.mod.script(),
     )
 
 

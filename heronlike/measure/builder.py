@@ -19,14 +19,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from heronlike.measure.runner import ManagedWorker, short_error
 
-__all__ = ["BuildInput", "BuildResult", "LocalBuilder"]
+__all__ = ["BuildFunction", "BuildInput", "BuildResult", "Builder", "LocalBuilder", "build_llvm"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class BuildInput:
 
     mod_json: str
     target: Mapping[str, Any]
+    #: target-specific build options (e.g. TVM pass-context settings, nvcc flags); passed
+    #: to the builder's build function unchanged
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,15 @@ class BuildResult:
         error_msg: short message for failures (the last lines of the TVM error), else ``None``.
         build_s: wall seconds this candidate took, from the moment a worker picked it up
             (includes starting the worker if it was the worker's first task).
+        info: what the build function reports beside the artifact (JSON-serialisable), e.g.
+            a CUDA kernel's registers, spills and launch manifest; empty for CPU builds.
     """
 
     artifact_path: str | None
     error_kind: str | None
     error_msg: str | None
     build_s: float
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -70,23 +76,49 @@ class BuildResult:
         return self.error_kind is None
 
 
-def _build_candidate(
-    mod_json: str, target: dict[str, Any], path: str
-) -> tuple[str | None, str | None, str | None]:
-    """Worker side of :meth:`LocalBuilder.build`: ``(artifact_path, error_kind, error_msg)``."""
+class Builder(Protocol):
+    """What the tune loop needs from a builder (MetaSchedule's builder seam).
+
+    ``build`` turns scheduled modules into artifacts a :class:`~heronlike.measure.Runner` of
+    the same target can run, one :class:`BuildResult` per input, in order, and never raises for
+    a bad candidate; ``close`` releases workers and temporary files.
+    """
+
+    def build(self, inputs: Sequence[BuildInput]) -> list[BuildResult]: ...
+
+    def close(self) -> None: ...
+
+
+#: A build function runs inside a builder worker: ``fn(mod_json, target, path, options)``
+#: returns ``(artifact_path, error_kind, error_msg, info)``; it must be a module-level
+#: function (workers receive it by reference) and must not raise for a bad candidate.
+BuildFunction = Callable[
+    [str, dict[str, Any], str, dict[str, Any]],
+    tuple[str | None, str | None, str | None, dict[str, Any]],
+]
+
+
+def build_llvm(
+    mod_json: str, target: dict[str, Any], path: str, options: dict[str, Any]
+) -> tuple[str | None, str | None, str | None, dict[str, Any]]:
+    """The CPU build function: ``tvm.compile`` and ``export_library`` to ``path`` (a ``.so``).
+
+    ``options["pass_config"]``, if given, is the TVM ``PassContext`` configuration.
+    """
     try:
         import tvm
 
         mod = tvm.ir.load_json(mod_json)
-        executable = tvm.compile(mod, target=tvm.target.Target(target))
+        with tvm.transform.PassContext(config=dict(options.get("pass_config", {}))):
+            executable = tvm.compile(mod, target=tvm.target.Target(target))
         executable.export_library(path)
-        return path, None, None
+        return path, None, None, {}
     except Exception as exc:  # noqa: BLE001 - failures are data
         try:
             os.remove(path)
         except OSError:
             pass
-        return None, "build", short_error(exc)
+        return None, "build", short_error(exc), {}
 
 
 class LocalBuilder:
@@ -100,6 +132,9 @@ class LocalBuilder:
         work_dir: folder for the artifacts (created if missing, kept on :meth:`close`). If
             ``None`` a fresh temporary folder is made and **deleted** by :meth:`close`, so run
             the artifacts before closing the builder.
+        build_fn: the function each worker runs per candidate (:data:`BuildFunction`; default
+            :func:`build_llvm`); a target with another toolchain (CUDA: nvcc) passes its own.
+        suffix: the artifact file name's ending (``".so"``; a CUDA build writes a folder).
 
     Workers start on their first task (about 1 s each, in parallel) and are reused across
     batches. Use as a context manager or call :meth:`close`; workers are also killed at
@@ -112,6 +147,8 @@ class LocalBuilder:
         max_workers: int | None = None,
         timeout_s: float = 60.0,
         work_dir: str | os.PathLike[str] | None = None,
+        build_fn: BuildFunction = build_llvm,
+        suffix: str = ".so",
     ) -> None:
         n = int(max_workers) if max_workers is not None else (os.cpu_count() or 1)
         if n < 1:
@@ -120,6 +157,8 @@ class LocalBuilder:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.max_workers = n
         self.timeout_s = float(timeout_s)
+        self.build_fn = build_fn
+        self.suffix = suffix
         if work_dir is None:
             self.work_dir = tempfile.mkdtemp(prefix="heronlike_build_")
             self._owns_dir = True
@@ -151,7 +190,7 @@ class LocalBuilder:
                 raise RuntimeError("LocalBuilder is closed")
             jobs = []
             for inp in inputs:
-                name = f"cand_{self._prefix}_{next(self._counter):06d}.so"
+                name = f"cand_{self._prefix}_{next(self._counter):06d}{self.suffix}"
                 path = os.path.join(self.work_dir, name)
                 jobs.append(self._threads.submit(self._build_one, inp, path, self.timeout_s))
             return [job.result() for job in jobs]
@@ -159,9 +198,12 @@ class LocalBuilder:
     def _build_one(self, inp: BuildInput, path: str, timeout_s: float) -> BuildResult:
         worker = self._idle.get()
         t0 = time.perf_counter()
+        info: dict[str, Any] = {}
         try:
-            artifact, kind, msg = worker.call(
-                _build_candidate, (inp.mod_json, dict(inp.target), path), timeout_s=timeout_s
+            artifact, kind, msg, info = worker.call(
+                self.build_fn,
+                (inp.mod_json, dict(inp.target), path, dict(inp.options)),
+                timeout_s=timeout_s,
             )
         except TimeoutError:
             artifact, kind, msg = None, "build_timeout", f"exceeded {timeout_s:g} s"
@@ -172,15 +214,19 @@ class LocalBuilder:
         finally:
             self._idle.put(worker)
         if kind is not None:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
         return BuildResult(
             artifact_path=artifact,
             error_kind=kind,
             error_msg=msg,
             build_s=time.perf_counter() - t0,
+            info=dict(info or {}),
         )
 
     def close(self) -> None:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import tvm
 
-from heronlike.measure.builder import BuildInput
-from heronlike.measure.runner import LocalRunner, RunInput, short_error
+from heronlike.measure.builder import Builder, BuildInput
+from heronlike.measure.runner import RunInput, Runner, short_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from heronlike.records import Records, TrialRecord
     from heronlike.space import Space
 
-__all__ = ["HardwareMeasurer", "Measurement", "Measurer", "ReplayMeasurer"]
+__all__ = ["FinalMeasurement", "HardwareMeasurer", "Measurement", "Measurer", "ReplayMeasurer"]
 
 #: error kind of a simulated trial whose knob values the replayed records never measured
 NOT_RECORDED = "not_recorded"
@@ -40,6 +40,20 @@ class Measurement(NamedTuple):
     latency_s: float | None
     build_s: float
     run_s: float
+
+
+class FinalMeasurement(NamedTuple):
+    """The best candidate re-measured at the end of a tune (:meth:`HardwareMeasurer.finish`).
+
+    ``latency_s`` is the median of the final repeats (None when the re-run failed),
+    ``correct`` whether the re-run's outputs matched the reference (None when it did not run),
+    ``error_kind``/``error_msg`` why it failed, if it did.
+    """
+
+    latency_s: float | None
+    correct: bool | None
+    error_kind: str | None
+    error_msg: str | None
 
 
 class Measurer(Protocol):
@@ -63,9 +77,13 @@ class HardwareMeasurer:
     Args:
         space: the schedule space whose assignments are measured.
         tvm_target: the TVM target dict to build for.
-        builder, runner: from ``target.make_builder`` / ``target.make_runner``.
+        builder, runner: from ``target.make_builder`` / ``target.make_runner``
+            (:class:`~heronlike.measure.Builder`, :class:`~heronlike.measure.Runner`).
         args_path, expected_path: ``.npz`` files of the (packed) inputs and reference outputs.
         rtol: relative tolerance of the output check (0.0: bit-exact).
+        device: the device every candidate runs on (``target.device``).
+        build_options: passed with every candidate to the build function
+            (``target.build_options()``).
     """
 
     simulated = False
@@ -75,11 +93,13 @@ class HardwareMeasurer:
         self,
         space: Space,
         tvm_target: dict[str, Any],
-        builder: Any,
-        runner: LocalRunner,
+        builder: Builder,
+        runner: Runner,
         args_path: str,
         expected_path: str,
         rtol: float,
+        device: str = "cpu",
+        build_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.space = space
         self.tvm_target = tvm_target
@@ -88,6 +108,13 @@ class HardwareMeasurer:
         self.args_path = args_path
         self.expected_path = expected_path
         self.rtol = rtol
+        self.device = device
+        self.build_options = dict(build_options or {})
+
+    def _run_input(self, artifact: str, info: Mapping[str, Any]) -> RunInput:
+        return RunInput(
+            artifact, self.args_path, self.expected_path, self.rtol, self.device, dict(info)
+        )
 
     def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]:
         """Measure ``proposals``; a failure at any stage is a Measurement, never an exception."""
@@ -102,7 +129,7 @@ class HardwareMeasurer:
                     "schedule", short_error(err), None, time.perf_counter() - t0, 0.0
                 )
                 continue
-            to_build.append((i, BuildInput(mod_json, self.tvm_target)))
+            to_build.append((i, BuildInput(mod_json, self.tvm_target, self.build_options)))
         built = self.builder.build([b for _, b in to_build])
         to_run = []
         for (i, _), res in zip(to_build, built, strict=True):
@@ -111,19 +138,49 @@ class HardwareMeasurer:
             else:
                 out[i] = Measurement(res.error_kind, res.error_msg, None, res.build_s, 0.0)
         ran = self.runner.run(
-            [
-                RunInput(res.artifact_path, self.args_path, self.expected_path, self.rtol)
-                for _, res in to_run
-            ]
+            [self._run_input(str(res.artifact_path), res.info) for _, res in to_run]
         )
         for (i, b), r in zip(to_run, ran, strict=True):
             out[i] = Measurement(r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s)
-            Path(b.artifact_path).unlink(missing_ok=True)
+            _remove(str(b.artifact_path))
         return [m for m in out if m is not None]
+
+    def finish(self, assignment: Mapping[str, int], repeat: int) -> FinalMeasurement:
+        """Rebuild ``assignment``'s candidate and re-measure it on the target's own runner
+        with ``repeat`` measurements of at least 10 calls each, checking its outputs again.
+
+        Never raises for a failing candidate: the failure is in the result.
+        """
+        try:
+            mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
+        except Exception as err:  # noqa: BLE001 - reported, not raised
+            return FinalMeasurement(None, None, "schedule", short_error(err))
+        (built,) = self.builder.build([BuildInput(mod_json, self.tvm_target, self.build_options)])
+        if not built.ok:
+            return FinalMeasurement(None, None, built.error_kind, built.error_msg)
+        self.runner.repeat = repeat
+        self.runner.number = max(self.runner.number, 10)
+        (res,) = self.runner.run([self._run_input(str(built.artifact_path), built.info)])
+        _remove(str(built.artifact_path))
+        if res.ok:
+            return FinalMeasurement(res.latency_s, True, None, None)
+        correct = False if res.error_kind == "wrong_result" else None
+        return FinalMeasurement(None, correct, res.error_kind, res.error_msg)
 
     def close(self) -> None:
         self.builder.close()
         self.runner.close()
+
+
+def _remove(path: str) -> None:
+    """Delete an artifact (a file, or the folder of a multi-file build)."""
+    import shutil
+
+    p = Path(path)
+    if p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
 
 
 class ReplayMeasurer:

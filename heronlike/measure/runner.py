@@ -28,13 +28,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from tvm.support.popen_pool import PopenWorker
 
 __all__ = [
     "LocalRunner",
+    "Runner",
     "ManagedWorker",
     "RunInput",
     "RunResult",
@@ -260,12 +261,17 @@ class RunInput:
             ``arg<i>`` (``i`` = its call position); ``None`` skips the correctness check.
         rtol: tolerance for the check; ``0`` = exact equality (integer outputs), otherwise
             ``np.allclose`` with ``rtol=atol=rtol`` (see :func:`heronlike.measure.check.compare`).
+        device: the device to run on, TVM style: ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
+        info: the builder's report for this artifact (:attr:`BuildResult.info`), e.g. the
+            launch manifest a runner without TVM needs.
     """
 
     artifact_path: str
     args_path: str
     expected_path: str | None
     rtol: float = 0.0
+    device: str = "cpu"
+    info: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -295,6 +301,36 @@ class RunResult:
     def ok(self) -> bool:
         """True when the candidate ran, was correct (or unchecked) and was timed."""
         return self.error_kind is None
+
+
+class Runner(Protocol):
+    """What the tune loop needs from a runner (MetaSchedule's runner seam).
+
+    ``run`` times each built artifact on the device named in its :class:`RunInput`, checks its
+    outputs, and returns one :class:`RunResult` per input, in order, never raising for a bad
+    candidate. ``number`` and ``repeat`` are the timing settings (calls per measurement,
+    measurements per candidate; the latency is the median), which the measurer raises to
+    re-measure the best candidate at the end of a tune. ``close`` releases workers.
+    """
+
+    number: int
+    repeat: int
+
+    def run(self, inputs: Sequence[RunInput]) -> list[RunResult]: ...
+
+    def close(self) -> None: ...
+
+
+def parse_device(device: str) -> tuple[str, int]:
+    """``"cuda:1"`` -> ``("cuda", 1)``; ``"cpu"`` -> ``("cpu", 0)``.
+
+    Raises:
+        ValueError: for a malformed device string.
+    """
+    kind, _, index = device.partition(":")
+    if not kind or (index and not index.isdigit()):
+        raise ValueError(f"device must be 'kind' or 'kind:index', got {device!r}")
+    return kind, int(index or 0)
 
 
 # Worker-side cache: role ("args" / "expected") -> (file key, {name: array}).
@@ -332,6 +368,7 @@ def _run_candidate(
     number: int,
     repeat: int,
     min_repeat_ms: float,
+    device: str = "cpu",
 ) -> tuple[str | None, str | None, tuple[float, ...]]:
     """Worker side of :meth:`LocalRunner.run`: ``(error_kind, error_msg, latencies_s)``."""
     try:
@@ -344,7 +381,8 @@ def _run_candidate(
         mod = tvm.runtime.load_module(artifact_path)
         func = mod["main"]
         arrays = _ordered_args(_load_npz_cached(args_path, "args"), args_path)
-        dev = tvm.cpu(0)
+        kind, index = parse_device(device)
+        dev = tvm.device(kind, index)
         # Fresh tensors from the (zero-filled) file arrays: outputs start at zero for the check.
         tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
         func(*tensors)
@@ -450,6 +488,7 @@ class LocalRunner:
             self.number,
             self.repeat,
             self.min_repeat_ms,
+            str(inp.device),
         )
         restart = False
         try:
