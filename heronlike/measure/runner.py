@@ -376,6 +376,8 @@ def _run_candidate(
 
         from heronlike.measure.check import compare
 
+        if os.path.isdir(artifact_path):  # a CUDA build folder (heronlike.measure.cuda)
+            artifact_path = os.path.join(artifact_path, "kernel.so")
         if not os.path.exists(artifact_path):
             return "run", f"artifact not found: {artifact_path}", ()
         mod = tvm.runtime.load_module(artifact_path)
