@@ -51,3 +51,13 @@ class RecordsMismatchError(HeronlikeError, ValueError):
 
 class UnknownExplorerError(HeronlikeError, ValueError):
     """The explorer name is not registered."""
+
+
+class RunnerSpecError(HeronlikeError, ValueError):
+    """A runner spec string (e.g. ``HERONLIKE_RUNNER``) is malformed; the expected form is
+    ``rpc://HOST:PORT/KEY``."""
+
+
+class BundleError(HeronlikeError, ValueError):
+    """An offline measurement bundle or its results cannot be written, read or imported
+    (malformed input, results of another bundle, or stand-in results refused)."""
