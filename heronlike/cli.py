@@ -6,6 +6,7 @@ Examples::
     heronlike csp gemm --shape 256,256,256
     heronlike best                       # list what the records hold
     heronlike best gemm --shape 1024,1024,1024   # rebuild and check the best kernel
+    heronlike import-results BUNDLE_DIR          # add a GPU-measured bundle to the records
 """
 
 from __future__ import annotations
@@ -283,6 +284,55 @@ def best(op: str | None, shape: str | None, dtype: str, target: str, records: Pa
     ok = np.array_equal(out, next(iter(expected.values())))
     click.echo(f"best kernel of {dag.workload_key} rebuilt; correct: {ok}")
     click.echo(", ".join(f"{k}={kernel.assignment[k]}" for k in kernel.space.csp.knobs))
+
+
+@main.command("import-results")
+@click.argument("bundle_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=Path("heronlike_runs") / "records.sqlite",
+    show_default=True,
+)
+@click.option(
+    "--results",
+    "results_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="the results file [default: BUNDLE_DIR/results.json]",
+)
+@click.option(
+    "--allow-standin",
+    is_flag=True,
+    help="accept results of run_bundle.py --standin (fake latencies; for tests)",
+)
+def import_results(
+    bundle_dir: Path, records: Path, results_file: Path | None, allow_standin: bool
+) -> None:
+    """Import the results of a bundle measured with run_bundle.py into the records."""
+    from .measure.bundle import import_results as do_import
+
+    s = do_import(bundle_dir, records, results_file, allow_standin=allow_standin)
+    title = escape(f"imported {s.results_path} into {records}")
+    table = Table(title=title, show_header=False)
+    device = escape(str(s.device))
+    table.add_row(
+        "device", f"{device} [red](STAND-IN: fake latencies)[/red]" if s.standin else device
+    )
+    table.add_row("imported", str(s.imported))
+    table.add_row("skipped", f"{s.skipped} (already recorded)")
+    if s.missing:
+        table.add_row("missing", f"{s.missing} (no result in the file)")
+    if s.failed:
+        table.add_row("failed", ", ".join(f"{k}: {v}" for k, v in sorted(s.failed.items())))
+    for wk, label in s.labels.items():
+        best = s.best.get(wk)
+        text = f"{best[0] * 1e3:.4f} ms ({best[1]})" if best else "no successful candidate"
+        base = s.baselines.get(wk) or {}
+        if base.get("latency_s"):
+            text += f"; {base.get('name')}: {base['latency_s'] * 1e3:.4f} ms"
+        table.add_row(f"best {escape(label)}", escape(text))
+    console.print(table)
 
 
 def run() -> None:
