@@ -30,8 +30,11 @@ err_console = Console(stderr=True)
 OPERATORS = sorted(ops.OPERATORS)
 
 
-def _compute(op: str, shape: str, dtype: str) -> tuple[list, tuple[int, ...]]:
+def _compute(
+    op: str, shape: str, dtype: str, target: str | None = None
+) -> tuple[list, tuple[int, ...]]:
     fn, names = ops.OPERATORS[op]
+    dtype = ops.target_dtype(dtype, target)  # "int8" is signed x signed on TensorCore
     try:
         dims = tuple(int(x) for x in shape.split(","))
     except ValueError:
@@ -63,7 +66,8 @@ def _common(f):  # noqa: ANN001, ANN202 - click decorator stack
         "--target",
         default="dlboost",
         show_default=True,
-        help='target name or string, e.g. "dlboost", "llvm -num-cores=2"',
+        help='target name or string, e.g. "dlboost", "llvm -num-cores=2", '
+        '"cuda -tensorcore -arch=sm_90"',
     )(f)
     f = click.option(
         "--dtype", default="int8", show_default=True, type=click.Choice(sorted(ops.DTYPES))
@@ -119,6 +123,19 @@ def main() -> None:
     default=None,
     help="simulation mode: replay the trials in this records file instead of measuring",
 )
+@click.option(
+    "--runner",
+    default=None,
+    help="where candidates run: rpc://HOST:PORT/KEY (TVM RPC tracker) [default: the "
+    "target's; HERONLIKE_RUNNER]",
+)
+@click.option(
+    "--bundle",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="offline round: build one batch and write it as a bundle for a GPU machine without "
+    "TVM (run DIR/run_bundle.py there, then heronlike import-results DIR)",
+)
 def tune(
     op: str,
     shape: str,
@@ -132,11 +149,35 @@ def tune(
     records: Path | None,
     baselines: bool,
     simulate: Path | None,
+    runner: str | None,
+    bundle: Path | None,
 ) -> None:
     """Tune OP for the target and print the best kernel's speed."""
     from .tuning import tune as run_tune
 
-    compute, dims = _compute(op, shape, dtype)
+    compute, dims = _compute(op, shape, dtype, target)
+    if bundle is not None:
+        from .offline import prepare_bundle
+
+        round_ = prepare_bundle(
+            compute,
+            target,
+            bundle,
+            batch_size=batch_size,
+            trials=trials,
+            explorer=explorer,
+            seed=seed,
+            records=records,
+        )
+        console.print(escape(round_.summary()))
+        if round_.bundle is not None:
+            console.print(
+                f"next: copy {escape(str(round_.bundle))} to the GPU machine, run "
+                f"python {escape(str(round_.bundle))}/run_bundle.py {escape(str(round_.bundle))}"
+                f", copy results.json back, then heronlike import-results "
+                f"{escape(str(round_.bundle))}" + (f" --records {records}" if records else "")
+            )
+        return
     with Progress(
         TextColumn("[bold]tuning"),
         BarColumn(),
@@ -166,6 +207,7 @@ def tune(
             batch_size=batch_size,
             progress=report,
             simulate=simulate,
+            runner=runner,
         )
     _print_result(result)
     if result.simulated:
@@ -192,7 +234,11 @@ def _print_result(r) -> None:  # noqa: ANN001
         if peak:
             table.add_row("of nominal peak", f"{r.throughput / peak:.0%} of {peak / 1e9:.0f} GOP/s")
         if not r.simulated:
-            table.add_row("correct", "bit-exact vs numpy" if r.correct else "[red]WRONG[/red]")
+            exact = r.space is not None and all(
+                "int" in p.dtype for p in r.space.dag.params if p.name in r.space.dag.outputs
+            )
+            ok = "bit-exact vs numpy" if exact else "within tolerance of the float reference"
+            table.add_row("correct", ok if r.correct else "[red]WRONG[/red]")
         table.add_row("knobs", ", ".join(f"{k}={v}" for k, v in r.knobs.items()))
     t = r.time_s
     table.add_row(
@@ -232,7 +278,7 @@ def csp(op: str, shape: str, dtype: str, target: str) -> None:
     """Print the stages, schedule template and CSP of OP on the target."""
     from .space import generate_space
 
-    compute, _ = _compute(op, shape, dtype)
+    compute, _ = _compute(op, shape, dtype, target)
     click.echo(generate_space(compute, target).describe())
 
 
@@ -275,7 +321,7 @@ def best(op: str | None, shape: str | None, dtype: str, target: str, records: Pa
     from .reference import random_inputs, reference_outputs
     from .tuning import apply_best
 
-    compute, _ = _compute(op, shape, dtype)
+    compute, _ = _compute(op, shape, dtype, target)
     kernel = apply_best(records, compute, target)
     dag = kernel.space.dag
     arrays = random_inputs(dag, np.random.default_rng(1))

@@ -18,7 +18,7 @@ and the innermost axis of each role is tiled by the intrinsic's extent for that 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .dag import Access, Stage
@@ -35,6 +35,14 @@ class Intrinsic:
         pack_b: the B operand must be stored as contiguous ``n × k`` tiles
             (``B[.., n/N, k/K, N, K]``), the "packed weight layout" of DL Boost.
         register: registers the TVM ``TensorIntrin`` (idempotent); called before tensorize.
+        group: for an intrinsic that is a group of instructions (TensorCore WMMA: fill, load
+            A, load B, multiply-accumulate, store), the registered ``TensorIntrin`` name of
+            each member by role: ``"fill"``, ``"load_a"``, ``"load_b"``, ``"compute"``
+            (``name`` itself), ``"store"``; empty for a one-instruction intrinsic (VNNI).
+        scopes: the storage scope each operand of the group lives in while the compute
+            member runs, by role ``"a"``, ``"b"``, ``"c"`` (e.g. ``"wmma.matrix_a"``,
+            ``"wmma.accumulator"``), and ``"staging"``: the scratchpad its loads read from
+            (``"shared.dyn"``); empty when operands stay where they are.
     """
 
     name: str
@@ -46,6 +54,8 @@ class Intrinsic:
     c_dtype: str
     pack_b: bool = False
     register: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
+    group: Mapping[str, str] = field(default_factory=dict, compare=False)
+    scopes: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def signature(self) -> str:

@@ -4,15 +4,20 @@ One convention for every target: row-major tensors; the second operand of a matr
 is stored *output-feature major* (``W[n, k]``, as a ``torch.nn.Linear`` weight), so
 ``C = X @ W.T``. ``dtype`` names the input precision:
 
-=============  ==================  ==================  ========
-``dtype``      first operand       second operand      output
-=============  ==================  ==================  ========
-``"int8"``     uint8 (activation)  int8 (weight)       int32
-``"float16"``  float16             float16             float32
-``"float32"``  float32             float32             float32
-=============  ==================  ==================  ========
+=====================  ==================  ==================  ========
+``dtype``              first operand       second operand      output
+=====================  ==================  ==================  ========
+``"int8"``             uint8 (activation)  int8 (weight)       int32
+``"int8-int8"``        int8                int8                int32
+``"float16"``          float16             float16             float32
+``"float16-float16"``  float16             float16             float16
+``"bfloat16"``         bfloat16            bfloat16            float32
+``"float32"``          float32             float32             float32
+=====================  ==================  ==================  ========
 
-``int8`` is unsigned × signed because that is what AVX512-VNNI (``vpdpbusd``) and VTA compute.
+``int8`` is unsigned × signed because that is what AVX512-VNNI (``vpdpbusd``) computes; a
+target whose int8 is signed × signed (TensorCore) maps the name to ``int8-int8`` through its
+``dtype_names`` (:func:`dtypes` with ``target``). ``float16-float16`` accumulates in float16.
 
 Raises (all functions):
     InvalidComputeError: for a non-positive extent.
@@ -30,9 +35,22 @@ from .errors import InvalidComputeError, UnsupportedDtypeError
 
 DTYPES: dict[str, tuple[str, str, str]] = {
     "int8": ("uint8", "int8", "int32"),
+    "int8-int8": ("int8", "int8", "int32"),
     "float16": ("float16", "float16", "float32"),
+    "float16-float16": ("float16", "float16", "float16"),
+    "bfloat16": ("bfloat16", "bfloat16", "float32"),
     "float32": ("float32", "float32", "float32"),
 }
+
+
+def target_dtype(dtype: str, target: Any = None) -> str:
+    """The ``DTYPES`` name ``dtype`` means on ``target`` (a target string, dict or object):
+    e.g. ``"int8"`` is ``"int8-int8"`` on TensorCore. Unchanged without a target."""
+    if target is None:
+        return dtype
+    from .target import get_target
+
+    return dict(getattr(get_target(target), "dtype_names", {})).get(dtype, dtype)
 
 
 def dtypes(dtype: str) -> tuple[str, str, str]:

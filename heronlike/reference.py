@@ -62,6 +62,52 @@ def _einsum_reference(dag: ComputeDAG, arrays: list[np.ndarray]) -> dict[int, np
     return {position[mac.out.buffer]: out.astype(mac.out.dtype)}
 
 
+def reference_spec(dag: ComputeDAG) -> dict[str, object] | None:
+    """How a machine without heronlike or TVM computes the reference output of ``dag``
+    (an offline bundle's ``reference``), or None when it is not one it knows.
+
+    A single multiply-accumulate stage over plain indices (GEMM, BMM, GEMV) is an einsum:
+    ``{"kind": "einsum", "spec": "mk,nk->mn", "operands": [a, b], "output": c}`` with
+    parameter positions.
+    """
+    stages = dag.stages
+    if len(stages) != 1 or stages[0].mac is None:
+        return None
+    mac = stages[0].mac
+    accesses = (mac.a, mac.b, mac.out)
+    if not all(acc.is_plain for acc in accesses):
+        return None
+    position = {p.name: i for i, p in enumerate(dag.params)}
+    if any(acc.buffer not in position for acc in accesses):
+        return None
+    letters = {ax.name: string.ascii_letters[i] for i, ax in enumerate(stages[0].axes)}
+    spec = "{},{}->{}".format(*("".join(letters[a] for a in acc.axes) for acc in accesses))  # type: ignore[index]
+    return {
+        "kind": "einsum",
+        "spec": spec,
+        "operands": [position[mac.a.buffer], position[mac.b.buffer]],
+        "output": position[mac.out.buffer],
+    }
+
+
+def tolerance(dag: ComputeDAG) -> tuple[float, float]:
+    """``(rtol, atol)`` for checking a float output against a float32/float64 reference of
+    the same inputs: float32 accumulation 1e-3 with ``atol = 1e-3·√K`` (K: the reduction
+    length; inputs in [-1, 1) make outputs of size about √K/3); float16 accumulation 5e-2 and
+    ``5e-2·√K`` (each of K additions rounds at 2^-11 of a partial sum); integers exact."""
+    import math
+
+    outs = [p for p in dag.params if p.name in dag.outputs]
+    if all(np.issubdtype(np.dtype(p.dtype), np.integer) for p in outs):
+        return 0.0, 0.0
+    k = 1
+    for stage in dag.stages:
+        reduce = [ax.extent for ax in stage.axes if ax.kind == "R"]
+        k = max(k, math.prod(reduce) if reduce else 1)
+    rtol = 5e-2 if any(p.dtype == "float16" for p in outs) else 1e-3
+    return rtol, rtol * math.sqrt(k)
+
+
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     """Write ``arrays`` uncompressed to ``path`` (atomic rename) and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,9 @@ class Space:
                 by the tune loop; a valid CSP assignment should never cause it).
         """
         for m in self.matches.values():
-            m.intrinsic.register()
+            for intrin in self.target.intrinsics:  # every shape of a group the space chooses
+                if intrin.signature == m.intrinsic.signature:
+                    intrin.register()
         return self.template.apply(assignment)
 
     def prepare_args(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -163,9 +163,68 @@ def parallelize_vectorize(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
         sch.vectorize(inner)
 
 
+def own_loops(sch: s_tir.Schedule, block: Any) -> list[Any]:
+    """The innermost loops of ``block`` that hold no other block: the loops a compute-at
+    stage got from its region (their number depends on the chosen tile, since loops of extent
+    1 are not created)."""
+    loops = sch.get_loops(block)
+    out: list[Any] = []
+    for loop in reversed(loops):
+        if len(sch.get_child_blocks(loop)) != 1:
+            break
+        out.insert(0, loop)
+    return out
+
+
+def cooperative_fetch(
+    sch: s_tir.Schedule, block: Any, threads_y: int, threads_x: int, lanes: int
+) -> None:
+    """Schedule a GPU scratchpad load that all threads of a block share: fuse the stage's own
+    loops and split them as ``[iterations, threadIdx.y, threadIdx.x, lanes]``, binding the
+    thread parts and vectorising the lanes (TVM's and Heron's "cooperative fetch"). The
+    constraint rules make ``threads_y * threads_x * lanes`` divide the tile exactly."""
+    loops = own_loops(sch, block)
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    _, ty, tx, vec = sch.split(fused, [None, threads_y, threads_x, lanes])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+
+
+def tensorize_tile(
+    sch: s_tir.Schedule,
+    block: Any,
+    rows: int,
+    cols: int,
+    intrinsic: str,
+    row_dim: int = -2,
+    col_dim: int = -1,
+) -> None:
+    """Tile the loops of buffer dimensions ``row_dim`` and ``col_dim`` among ``block``'s own
+    loops (one per dimension: the block was attached with ``preserve_unit_loops``) by
+    ``rows × cols``, move the two tile loops innermost (rows, then columns) and ``tensorize``
+    them with ``intrinsic`` (a fragment load or store)."""
+    loops = own_loops(sch, block)
+    r, c = loops[row_dim], loops[col_dim]
+    rest = [lp for i, lp in enumerate(loops) if lp not in (r, c)]
+    ro, ri = sch.split(r, [None, rows])
+    co, ci = sch.split(c, [None, cols])
+    sch.reorder(*rest, ro, co, ri, ci)
+    sch.tensorize(ri, intrinsic)
+
+
+def tensorize_last(sch: s_tir.Schedule, block: Any, count: int, intrinsic: str) -> None:
+    """``tensorize`` the sub-nest of ``block``'s last ``count`` loops with ``intrinsic`` (an
+    accumulator fill whose loops are already the intrinsic's tile)."""
+    sch.tensorize(sch.get_loops(block)[-count], intrinsic)
+
+
 _HELPERS = {
     "vectorize_innermost": vectorize_innermost,
     "parallelize_vectorize": parallelize_vectorize,
+    "cooperative_fetch": cooperative_fetch,
+    "tensorize_tile": tensorize_tile,
+    "tensorize_last": tensorize_last,
 }
 
 

@@ -29,10 +29,11 @@ from .explore import make_explorer
 from .explore.base import Explorer, Observation
 from .features import ScheduleFeatures
 from .kernel import BuiltKernel
+from .measure import Runner
 from .measure.check import compare
 from .measure.measurer import HardwareMeasurer, Measurer, ReplayMeasurer
 from .records import Records, TrialRecord
-from .reference import random_inputs, reference_outputs, save_npz
+from .reference import random_inputs, reference_outputs, save_npz, tolerance
 from .sampler import RandSAT
 from .space import Space, generate_space
 from .target import DLATarget
@@ -166,6 +167,7 @@ def tune(
     final_repeat: int = 20,
     progress: Callable[[TuneProgress], None] | None = None,
     simulate: str | Path | Records | None = None,
+    runner: Runner | str | None = None,
 ) -> TuneResult:
     """Tune ``compute`` for ``target`` with at most ``trials`` measured candidates in total.
 
@@ -197,6 +199,11 @@ def tune(
             anything (:class:`~heronlike.measure.measurer.ReplayMeasurer`); assignments it never
             measured fail as ``"not_recorded"``. ``records`` then defaults to an in-memory
             database, so every simulated tune starts from nothing; the result has no kernel.
+        runner: the :class:`~heronlike.measure.Runner` that times candidates, or a runner
+            spec (``"rpc://HOST:PORT/KEY"``, :func:`heronlike.measure.rpc.runner_from_spec`);
+            default: the target's (``target.make_runner``, which reads ``HERONLIKE_RUNNER``
+            where the target supports remote devices). For a GPU this machine cannot reach,
+            tune round by round through offline bundles instead (:mod:`heronlike.offline`).
 
     Returns:
         A :class:`TuneResult`; ``latency_s`` is None when no candidate was valid.
@@ -270,9 +277,7 @@ def tune(
             space,
             tvm_target,
             tgt.make_builder(timeout_s=build_timeout_s),
-            tgt.make_runner(
-                timeout_s=run_timeout_s, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms
-            ),
+            _runner(tgt, runner, run_timeout_s, number, repeat, min_repeat_ms),
             data.args_path,
             data.expected_path,
             data.rtol,
@@ -386,6 +391,28 @@ def tune(
     return out
 
 
+def _runner(
+    tgt: DLATarget,
+    runner: Runner | str | None,
+    timeout_s: float,
+    number: int,
+    repeat: int,
+    min_repeat_ms: float,
+) -> Runner:
+    """The runner the user gave (an object, or a spec string), else the target's."""
+    if runner is None:
+        return tgt.make_runner(
+            timeout_s=timeout_s, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms
+        )
+    if isinstance(runner, str):
+        from .measure.rpc import runner_from_spec
+
+        return runner_from_spec(
+            runner, timeout_s=timeout_s, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms
+        )
+    return runner
+
+
 def _replay_history(
     history: list[TrialRecord], sampler: RandSAT, exp: Explorer, flop: float
 ) -> set[tuple[int, ...]]:
@@ -420,7 +447,8 @@ def _prepare_data(space: Space, work: Path, seed: int) -> _Data:
     args = save_npz(work / f"args_seed{seed}.npz", {f"arg{i}": a for i, a in enumerate(packed)})
     exp = save_npz(work / f"expected_seed{seed}.npz", {f"arg{i}": a for i, a in expected.items()})
     floating = any(np.issubdtype(a.dtype, np.floating) for a in expected.values())
-    return _Data(str(args), str(exp), 1e-3 if floating else 0.0, arrays, expected)
+    rtol = tolerance(dag)[0] if floating else 0.0  # 1e-3; 5e-2 when accumulating in float16
+    return _Data(str(args), str(exp), rtol, arrays, expected)
 
 
 #: the best-kernel fields of a TuneResult when no candidate was valid

@@ -58,6 +58,9 @@ class StageState:
     #: intrinsic tile per axis, fixed innermost split part (axis -> extent)
     intrinsic_tile: dict[str, int] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
+    #: what one rule leaves for a later rule of the same target (e.g. the knob choosing an
+    #: intrinsic group's shape), by key
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def level(self, name: str) -> list[Loop]:
         return [lp for lp in self.loops if lp.level == name]
@@ -75,6 +78,9 @@ class RuleContext:
         #: layouts of function parameters that the kernel expects pre-packed (name -> layout)
         self.packed: dict[str, PackedLayout] = {}
         self.matches: dict[str, IntrinsicMatch] = {m.stage.name: m for m in target.match(dag)}
+        #: the extent of every loop bound to a thread axis, by axis (``"threadIdx.y"`` ->
+        #: extents, one per stage that binds it); read by thread-limit constraint rules
+        self.threads: dict[str, list[Operand]] = {}
         self._rule = ""
 
     # -- bookkeeping -----------------------------------------------------------------------------
@@ -100,13 +106,14 @@ class RuleContext:
 
     # -- primitives with their constraints -------------------------------------------------------
     def split(
-        self, stage: str, loop: Loop, levels: Sequence[str], fixed: dict[str, int]
+        self, stage: str, loop: Loop, levels: Sequence[str], fixed: dict[str, Operand]
     ) -> list[Loop]:
         """Split ``loop`` into one loop per level, outer to inner.
 
         Each level's extent is a new knob, except the levels in ``fixed`` (e.g. ``{"T": 16}``
-        for an intrinsic tile), whose variable is pinned by C6 AddDLASpecific. Emits C1
-        AddLoopSplit (PROD) and C3 AddCandidates (IN divisors).
+        for an intrinsic tile, or ``{"T": "C.wmma_m"}`` for a tile chosen by another
+        variable), whose variable is pinned by C6 AddDLASpecific (EQ). Emits C1 AddLoopSplit
+        (PROD) and C3 AddCandidates (IN divisors).
         """
         st = self.states[stage]
         parts: list[str] = []
@@ -147,6 +154,14 @@ class RuleContext:
         i = st.loops.index(loops[0])
         st.loops[i : i + len(loops)] = [fused]
         return fused
+
+    def bind(self, loop: Loop, thread_axis: str) -> None:
+        """Bind ``loop`` to a GPU thread axis (``"blockIdx.x"``, ``"threadIdx.y"`` ...) and
+        record its extent in :attr:`threads`, where thread-limit constraint rules find it.
+        Every loop bound to one axis in one kernel must have the same extent; the rules that
+        bind say so with an EQ."""
+        self.step("bind", Sym(loop.sym), thread_axis)
+        self.threads.setdefault(thread_axis, []).append(loop.extent)
 
     def annotate_loop(self, op: str, loop: Loop) -> None:
         """``parallel`` / ``vectorize`` / ``unroll`` on one loop."""

@@ -49,6 +49,7 @@ def add_stage_fuse(csp: CSP, size: str, position: str, sizes: Sequence[Operand])
     csp.add(Select(size, position, tuple(sizes)))
 
 
-def add_dla_specific(csp: CSP, var: str, value: int) -> None:
-    """C6 AddDLASpecific (intrinsic part): a split part equals the intrinsic's tile extent."""
+def add_dla_specific(csp: CSP, var: str, value: Operand) -> None:
+    """C6 AddDLASpecific (intrinsic part): a split part equals the intrinsic's tile extent
+    (a constant, or the variable that chooses among an intrinsic group's shapes)."""
     csp.add(Eq(var, value))

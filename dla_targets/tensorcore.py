@@ -1,0 +1,259 @@
+"""NVIDIA TensorCore through WMMA, written only against :class:`heronlike.target.DLATarget`.
+
+Target strings: ``"cuda -tensorcore"`` (also ``"tensorcore"``), with options
+
+* ``-arch=sm_90`` (default; ``sm_75``, ``sm_80``, ``sm_86``, ``sm_89``, ``sm_90`` … accepted;
+  an arch without TensorCores, below ``sm_75`` (nvcc 13 has no ``sm_70``), is an
+  :class:`~heronlike.errors.UnknownTargetError`; one this host's nvcc rejects is a
+  :class:`~heronlike.errors.HostFeatureError` when building);
+* ``-max-shared-memory=<KB>``: shared memory per block the CSP may use, 48 KB by default
+  (what every launch gets without opting in); up to 227 KB on ``sm_90`` (the opt-in
+  maximum; the runner opts in);
+* ``-sms=<n>``: streaming multiprocessors (132 on an H100 SXM), for peak figures.
+
+Intrinsics: WMMA groups (fill, load A, load B, ``mma_sync``, store) for 16×16×16, 32×8×16 and
+8×32×16 tiles, for ``float16 × float16 → float32``, ``float16 → float16``,
+``bfloat16 → float32`` and ``int8 × int8 → int32`` (signed × signed, unlike VNNI). TVM 0.27
+registers only 16×16×16 and no bfloat16; the rest come from its ``get_wmma_*_intrin``
+generators, registered under heronlike's own names. ``B`` is the plain ``W[n, k]`` operand
+loaded as a column-major fragment: no weight packing.
+
+Memory: 255 registers per thread, 64 K registers per block and per SM, shared memory as
+above. Kernels are compiled to cubins by nvcc on this host (no GPU needed) and measured by a
+runner that can reach a GPU: the TVM runtime on a local GPU, TVM RPC, or an offline bundle run
+on a GPU machine without TVM (:mod:`heronlike.measure.bundle`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from heronlike.errors import HostFeatureError, UnknownTargetError
+from heronlike.intrinsic import Intrinsic
+from heronlike.rules.base import ConstraintRule, Rule
+from heronlike.rules.gpu import ApplyTensorCore, TensorCoreTiling
+from heronlike.rules.inline import AlwaysInline
+from heronlike.rules.pad import PadToIntrinsic
+from heronlike.rules.tensorize import Tensorize
+from heronlike.target import DLATarget, MemoryLevel
+
+#: WMMA tile shapes (m, n, k); Heron's constraint m·n·k = 4096, k = 16, m, n ∈ {8, 16, 32}
+WMMA_SHAPES = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
+#: (A, B, accumulator) dtypes and their short names
+WMMA_DTYPES = (
+    ("float16", "float16", "float32", "f16f32"),
+    ("float16", "float16", "float16", "f16f16"),
+    ("bfloat16", "bfloat16", "float32", "bf16f32"),
+    ("int8", "int8", "int32", "s8s32"),
+)
+STAGING_SCOPE = "shared.dyn"
+DEFAULT_SHARED_KB = 48
+#: the largest dynamic shared memory per block each arch can opt in to (KB)
+_MAX_SHARED_KB = {75: 64, 80: 163, 86: 99, 87: 163, 89: 99, 90: 227}
+REGISTERS_PER_THREAD = 255
+REGISTERS_PER_BLOCK = 65536
+
+
+def _intrinsic_name(m: int, n: int, k: int, tag: str, role: str) -> str:
+    return f"heronlike_wmma_{m}x{n}x{k}_{tag}_{role}"
+
+
+@functools.cache
+def register_wmma(m: int, n: int, k: int, a_dtype: str, c_dtype: str, tag: str) -> None:
+    """Register the five members of one WMMA group with TVM under heronlike's names
+    (idempotent). Imports ``tvm.s_tir.tensor_intrin.cuda`` (about 20 s, once per process)."""
+    from tvm.s_tir import TensorIntrin
+    from tvm.s_tir.tensor_intrin import cuda as gen
+
+    members = {
+        "load_a": gen.get_wmma_load_intrin(m, n, k, a_dtype, STAGING_SCOPE, False, False),
+        "load_b": gen.get_wmma_load_intrin(m, n, k, a_dtype, STAGING_SCOPE, True, True),
+        "compute": gen.get_wmma_sync_intrin(m, n, k, a_dtype, c_dtype, True),
+        "fill": gen.get_wmma_fill_intrin(m, n, k, c_dtype),
+        "store": gen.get_wmma_store_intrin(m, n, k, c_dtype, "global"),
+    }
+    for role, (desc, impl) in members.items():
+        TensorIntrin.register(_intrinsic_name(m, n, k, tag, role), desc, impl, override=True)
+
+
+def wmma_intrinsic(m: int, n: int, k: int, a: str, b: str, c: str, tag: str) -> Intrinsic:
+    """The WMMA group of one shape and dtype combination, as an :class:`Intrinsic`."""
+    roles = ("fill", "load_a", "load_b", "compute", "store")
+    return Intrinsic(
+        name=_intrinsic_name(m, n, k, tag, "compute"),
+        m=m,
+        n=n,
+        k=k,
+        a_dtype=a,
+        b_dtype=b,
+        c_dtype=c,
+        register=functools.partial(register_wmma, m, n, k, a, c, tag),
+        group={role: _intrinsic_name(m, n, k, tag, role) for role in roles},
+        scopes={
+            "a": "wmma.matrix_a",
+            "b": "wmma.matrix_b",
+            "c": "wmma.accumulator",
+            "staging": STAGING_SCOPE,
+        },
+    )
+
+
+WMMA_INTRINSICS = tuple(
+    wmma_intrinsic(m, n, k, a, b, c, tag) for a, b, c, tag in WMMA_DTYPES for m, n, k in WMMA_SHAPES
+)
+
+
+def parse_arch(text: str | bool) -> int:
+    """``"sm_90"``, ``"sm_80"``, ``"90"`` -> 90.
+
+    Raises:
+        UnknownTargetError: for a malformed arch or one without TensorCores heronlike builds
+            for (below ``sm_75``).
+    """
+    match = re.fullmatch(r"(?:sm_)?(\d{2,3})a?", str(text).strip().lower())
+    if not match:
+        raise UnknownTargetError(f"-arch={text!r} is not an NVIDIA arch such as sm_90 or sm_80")
+    sm = int(match.group(1))
+    if sm < 75:
+        raise UnknownTargetError(
+            f"-arch={text}: heronlike's TensorCore target needs sm_75 or newer (Turing, "
+            "Ampere, Ada, Hopper); sm_70 (Volta) has TensorCores but nvcc 13 cannot build for it"
+        )
+    return sm
+
+
+class TensorCoreTarget(DLATarget):
+    """NVIDIA TensorCore (WMMA) on ``sm_75`` and newer; ``sm_90`` (H100/H200) by default."""
+
+    names = ("tensorcore", "cuda")
+    option_names = ("tensorcore", "arch", "max-shared-memory", "sms")
+    #: a stage the 16×16×16 tile does not divide is padded to tile multiples inside the kernel
+    pads_shapes = True
+    device = "cuda"
+    runs_in_process = False
+    #: ``"int8"`` means signed × signed on TensorCores (``heronlike.ops`` dtype names)
+    dtype_names = {"int8": "int8-int8"}
+
+    def __init__(self, **options: str | bool) -> None:
+        super().__init__(**options)
+        self.sm = parse_arch(self.options.get("arch", "sm_90"))
+        kb = self.options.get("max-shared-memory", DEFAULT_SHARED_KB)
+        try:
+            self.shared_kb = int(str(kb).lower().rstrip("kb"))
+        except ValueError:
+            raise UnknownTargetError(f"-max-shared-memory={kb!r} is not a number of KB") from None
+        limit = _MAX_SHARED_KB.get(
+            self.sm, max(v for s, v in _MAX_SHARED_KB.items() if s <= self.sm)
+        )
+        if not 1 <= self.shared_kb <= limit:
+            raise UnknownTargetError(
+                f"-max-shared-memory={kb}: sm_{self.sm} allows 1 to {limit} KB per block"
+            )
+
+    @classmethod
+    def accepts(cls, name: str, options: Any) -> bool:
+        if name == "cuda" and not options.get("tensorcore"):
+            raise UnknownTargetError(
+                'heronlike\'s CUDA target is the TensorCore one: use "cuda -tensorcore" '
+                "(computes that TensorCores cannot run are not supported on CUDA)"
+            )
+        return name in cls.names
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.sm}"
+
+    def resolved_options(self) -> dict[str, str | bool]:
+        out: dict[str, str | bool] = {"arch": self.arch}
+        if self.shared_kb != DEFAULT_SHARED_KB:
+            out["max-shared-memory"] = str(self.shared_kb)
+        return out
+
+    @property
+    def key(self) -> str:
+        opts = " ".join(f"-{k}={v}" for k, v in sorted(self.resolved_options().items()))
+        return f"cuda -tensorcore {opts}".strip()
+
+    @property
+    def intrinsics(self) -> tuple[Intrinsic, ...]:
+        return WMMA_INTRINSICS
+
+    @property
+    def memory(self) -> tuple[MemoryLevel, ...]:
+        return (
+            MemoryLevel("register", REGISTERS_PER_THREAD * 4),
+            MemoryLevel("shared", self.shared_kb * 1024, STAGING_SCOPE),
+        )
+
+    @property
+    def cores(self) -> int:
+        return int(self.options.get("sms", 132))
+
+    def tvm_target(self) -> dict[str, Any]:
+        return {
+            "kind": "cuda",
+            "arch": self.arch,
+            "max_shared_memory_per_block": self.shared_kb * 1024,
+            "max_threads_per_block": 1024,
+            "thread_warp_size": 32,
+            "registers_per_block": REGISTERS_PER_BLOCK,
+            "host": {"kind": "llvm"},
+        }
+
+    def schedule_rules(self) -> Sequence[Rule]:
+        return (
+            AlwaysInline(),
+            PadToIntrinsic(vector_bytes=16),
+            Tensorize(),
+            TensorCoreTiling(),
+            ApplyTensorCore(),
+        )
+
+    def constraint_rules(self) -> Sequence[ConstraintRule]:
+        return ()
+
+    def build_options(self) -> dict[str, Any]:
+        return {
+            # TVM 0.27's StorageRewrite can alias the fp32 accumulator staging into an fp16
+            # shared.dyn buffer ("tvm_access_ptr element type must match")
+            "pass_config": {"tirx.disable_storage_rewrite": True},
+            "arch": self.arch,
+            "max_registers_per_thread": REGISTERS_PER_THREAD,
+            "registers_per_block": REGISTERS_PER_BLOCK,
+            "max_shared_bytes": self.shared_kb * 1024,
+        }
+
+    def check_host(self) -> None:
+        """Raises HostFeatureError when nvcc is missing or rejects the arch (building needs
+        nvcc; measuring needs a runner that reaches a GPU, chosen separately)."""
+        from heronlike.measure.cuda import cuda_arch_supported, nvcc_version
+
+        if nvcc_version() is None:
+            raise HostFeatureError(
+                "the TensorCore target compiles kernels with nvcc, which is not on PATH"
+            )
+        if not cuda_arch_supported(self.arch):
+            raise HostFeatureError(f"this host's nvcc ({nvcc_version()}) rejects -arch={self.arch}")
+
+    def make_builder(self, *, timeout_s: float = 60.0) -> Any:
+        from heronlike.measure import LocalBuilder
+        from heronlike.measure.cuda import build_cuda
+
+        return LocalBuilder(timeout_s=timeout_s, build_fn=build_cuda, suffix=".cuda")
+
+    def make_runner(self, *, timeout_s: float = 30.0, **evaluator: Any) -> Any:
+        """The runner named by ``HERONLIKE_RUNNER`` (``rpc://host:port/key``), else the TVM
+        runtime on this machine's GPU (which needs a GPU and TVM built with CUDA)."""
+        from heronlike.measure import LocalRunner
+        from heronlike.measure.rpc import runner_from_spec, runner_spec_from_env
+
+        spec = runner_spec_from_env()
+        if spec:
+            return runner_from_spec(spec, timeout_s=timeout_s, **evaluator)
+        return LocalRunner(num_threads=1, timeout_s=timeout_s, **evaluator)
+
+    def peak_ops_per_s(self) -> float | None:
+        return None

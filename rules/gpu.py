@@ -1,0 +1,399 @@
+"""TensorCore rules: Heron's GPU rules (ASPLOS'23 Table 6 S1–S3 on TensorCore; the original's
+``addCacheTensorCore``, ``tileBlock``/``tileThread``/``tileWarp``, ``generalTile``,
+``defaultSharedLoadSched``, ``storage_align``, ``unrollPragma``, ``tensorcoreLoad/Compute/Store``)
+written against :class:`~heronlike.rules.base.RuleContext`.
+
+For a stage matched to an intrinsic *group* (:attr:`heronlike.intrinsic.Intrinsic.group`):
+
+* the intrinsic shape is a knob over the group's shapes (``m·n·k = 4096``, ``k = 16``,
+  ``m, n ∈ {8, 16, 32}``: 16×16×16, 32×8×16, 8×32×16), and every member (fill, load A,
+  load B, multiply-accumulate, store) is the one registered for that shape (``Choice``);
+* the accumulator is a ``wmma.accumulator`` cache (``cache_write``), stored straight to global
+  memory per warp; A and B are staged in ``shared.dyn`` at the outer reduction loop and in
+  ``wmma.matrix_a/b`` fragments at the inner one (S2 Add Multi-Level SPM);
+* loops are tiled ``S0 S1 R0 R1 S2 T``: ``S0`` fused and bound to ``blockIdx.x``, ``S1``
+  fused and bound to ``threadIdx.y`` (one warp each), ``S2`` the fragments one warp holds,
+  ``R0`` the shared-memory step, ``R1`` the fragment step, ``T`` the intrinsic;
+* shared loads are cooperative: all ``32 × warps`` threads fetch vectors of 1–8 elements
+  (at most 16 bytes), and rows are padded by a ``storage_align`` offset from a candidate set;
+* ``pragma_auto_unroll_max_step`` on the block loop is a categorical knob.
+
+Constraints (C1–C6 plus the GPU limits): threads per block ``32 · warps ≤ 1024``; shared
+memory per block summed over both staged operands, dtype-aware, padding included, ``≤`` the
+target's ``shared`` capacity; accumulator registers per thread bounded; the cooperative
+fetch divides each staged tile exactly; row padding a multiple of the vector and smaller than
+the row. The shared bytes the CSP computes are exactly what the built kernel allocates.
+
+Not done (TVM 0.27 can pipeline with ``software_pipeline_*`` loop annotations, but the space
+does not offer it yet): double-buffered shared memory, split-K, swizzled layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from heronlike.csp import In, Le, Operand, Prod, Select, Sum
+from heronlike.dag import Access
+from heronlike.errors import UnsupportedShapeError
+from heronlike.intrinsic import Intrinsic, IntrinsicMatch
+from heronlike.template import Choice, Ref, Sym
+
+from .base import Loop, Rule, RuleContext
+from .tiling import ROLE_ORDER
+
+WARP_SIZE = 32
+#: the warp-level members of an intrinsic group, in the order ApplyTensorCore uses them
+GROUP_ROLES = ("fill", "load_a", "load_b", "compute", "store")
+
+
+def intrinsic_family(ctx: RuleContext, intrinsic: Intrinsic) -> list[Intrinsic]:
+    """The target's intrinsic groups of the same dtypes as ``intrinsic``: one per shape."""
+    return [
+        i
+        for i in ctx.target.intrinsics
+        if i.group
+        and (i.a_dtype, i.b_dtype, i.c_dtype)
+        == (intrinsic.a_dtype, intrinsic.b_dtype, intrinsic.c_dtype)
+    ]
+
+
+class TensorCoreTiling(Rule):
+    """Condition: a stage mapped onto an intrinsic group that is not tiled yet.
+
+    Args:
+        unroll_steps: candidates of ``pragma_auto_unroll_max_step`` on the block loop.
+        vector_bytes: the widest cooperative-fetch vector (16 bytes: ``ld.global.v4``).
+        align_offsets: candidate row paddings (elements) of staged tiles (Heron's
+            ``storage_align`` set); an offset must be a multiple of the fetch vector.
+        accumulator_registers: registers per thread the accumulator fragments may take.
+        register_reserve: registers per thread assumed beside the accumulators (operand
+            fragments, addresses); with the accumulators, times the block's threads, at most
+            ``registers_per_block``.
+    """
+
+    name = "TensorCore.MultiLevelTiling"
+
+    def __init__(
+        self,
+        unroll_steps: Sequence[int] = (0, 16, 64, 512, 1024),
+        vector_bytes: int = 16,
+        align_offsets: Sequence[int] = (0, 8, 16, 24, 32, 48),
+        accumulator_registers: int = 128,
+        register_reserve: int = 64,
+        registers_per_block: int = 65536,
+    ) -> None:
+        self.unroll_steps = tuple(unroll_steps)
+        self.vector_bytes = vector_bytes
+        self.align_offsets = tuple(align_offsets)
+        self.accumulator_registers = accumulator_registers
+        self.register_reserve = register_reserve
+        self.registers_per_block = registers_per_block
+
+    def condition(self, ctx: RuleContext, stage: str) -> bool:
+        st = ctx.states[stage]
+        return (
+            st.match is not None
+            and bool(st.match.intrinsic.group)
+            and not any(lp.level for lp in st.loops)
+        )
+
+    def apply(self, ctx: RuleContext, stage: str) -> None:
+        st = ctx.states[stage]
+        match = st.match
+        assert match is not None
+        _check_trailing_tiles(stage, match)
+        family = intrinsic_family(ctx, match.intrinsic)
+        csp = ctx.csp
+        shape = csp.var(
+            f"{stage}.intrinsic",
+            0,
+            len(family) - 1,
+            knob=True,
+            doc="intrinsic shape: " + ", ".join(f"{i.m}x{i.n}x{i.k}" for i in family),
+        )
+        wm = csp.var(f"{stage}.intrin_m", 1, max(i.m for i in family), doc="intrinsic m")
+        wn = csp.var(f"{stage}.intrin_n", 1, max(i.n for i in family), doc="intrinsic n")
+        csp.add(Select(wm, shape, tuple(i.m for i in family)))
+        csp.add(Select(wn, shape, tuple(i.n for i in family)))
+        csp.add(In(wm, tuple(sorted({i.m for i in family}))))
+        csp.add(In(wn, tuple(sorted({i.n for i in family}))))
+        k = match.intrinsic.k
+        csp.add(Prod(match.intrinsic.m * match.intrinsic.n * k, (wm, wn, k)))
+        st.extra["intrinsic_choice"] = (shape, family)
+
+        # S2 Add Multi-Level SPM: accumulator, staged operands, fragments
+        scopes = match.intrinsic.scopes
+        block = ctx.block(stage)
+        (st.write_back,) = ctx.step(
+            "cache_write", block, 0, scopes["c"], outs=[f"b_{stage}.accumulator_store"]
+        )
+        reads = [r.buffer for r in st.stage.reads]
+        staged: list[tuple[Access, Sym, Sym]] = []
+        for role, acc in (("a", match.a), ("b", match.b)):
+            index = reads.index(acc.buffer)
+            (shared,) = ctx.step(
+                "cache_read", block, index, scopes["staging"], outs=[f"b_{stage}.{role}.shared"]
+            )
+            staged.append((acc, shared, Sym("")))
+        for i, (role, acc) in enumerate((("a", match.a), ("b", match.b))):
+            index = reads.index(acc.buffer)
+            (frag,) = ctx.step(
+                "cache_read", block, index, scopes[role], outs=[f"b_{stage}.{role}.fragment"]
+            )
+            staged[i] = (staged[i][0], staged[i][1], frag)
+
+        # multi-level tiling S0 S1 R0 R1 S2 T
+        tile = {match.n_axis: wn, match.k_axis: k}
+        if match.m_axis is not None:
+            tile[match.m_axis] = wm
+        for loop in list(ctx.loops(stage)):
+            levels: tuple[str, ...] = ("S0", "S1", "S2") if loop.kind == "S" else ("R0", "R1")
+            fixed: dict[str, Operand] = {}
+            if loop.axis in tile:
+                levels += ("T",)
+                fixed = {"T": tile[loop.axis]}
+            ctx.split(stage, loop, levels, fixed)
+        ordered: list[Loop] = []
+        for level in ("S0", "S1", "R0", "R1", "S2", "T"):
+            group = st.level(level)
+            if level == "T":
+                roles = {match.m_axis: "m", match.n_axis: "n", match.k_axis: "k"}
+                group.sort(key=lambda lp: ROLE_ORDER.index(roles[lp.axis]))
+            ordered += group
+        ctx.reorder(stage, ordered)
+        # what one thread block stages, before S0 and S1 are fused away
+        tiles = [self._tile_dims(ctx, stage, acc) for acc, _, _ in staged]
+        block_loop = self._fuse_level(ctx, stage, "S0", "blockIdx")
+        warp_loop = self._fuse_level(ctx, stage, "S1", "warps")
+        ctx.bind(block_loop, "blockIdx.x")
+        ctx.bind(warp_loop, "threadIdx.y")
+        ctx.threads.setdefault("threadIdx.x", []).append(WARP_SIZE)
+        warps = warp_loop.extent
+
+        # compute locations: fragments at the inner reduction step, staging at the outer one,
+        # the accumulator's store at the warp
+        r0, r1 = st.level("R0")[-1], st.level("R1")[-1]
+        # (unit loops kept: the fragment tiles find their buffer dimensions by position)
+        for _, _, frag in staged:
+            ctx.step("compute_at", frag, Sym(r1.sym), True)
+        for _, shared, _ in staged:
+            ctx.step("compute_at", shared, Sym(r0.sym), True)
+        ctx.step("reverse_compute_at", st.write_back, Sym(warp_loop.sym), True)
+        st.cached_reads = [(frag, acc.buffer, ("R1",)) for acc, _, frag in staged]
+
+        # cooperative fetch, row padding and the shared-memory budget
+        shared_bytes: list[Operand] = []
+        for role, (acc, shared, _), dims in zip(("a", "b"), staged, tiles, strict=True):
+            shared_bytes.append(self._stage_in_shared(ctx, stage, role, acc, dims, shared, warps))
+        level = ctx.target.memory_level("shared")
+        if level is not None:
+            hi = sum(csp.vars[b].hi if isinstance(b, str) else b for b in shared_bytes)
+            total = csp.var(f"{stage}.shared.bytes", 0, hi, doc="shared memory per block")
+            csp.add(Sum(total, tuple(shared_bytes)))
+            csp.add(Le(total, level.capacity_bytes))
+
+        # threads and accumulator registers
+        csp.add(Le(warps, 1024 // WARP_SIZE))
+        fragments = ctx.product(
+            f"{stage}.fragments", [lp.extent for lp in st.level("S2")], upper=None
+        )
+        # one m·n accumulator fragment spread over a warp's 32 threads, in 4-byte registers
+        per_fragment = max(1, match.intrinsic.m * match.intrinsic.n * st.stage.write.itemsize)
+        per_fragment //= WARP_SIZE * 4
+        acc_hi = _upper(csp, fragments) * per_fragment
+        acc_regs = csp.var(f"{stage}.accumulator_registers", 1, acc_hi, doc="per thread")
+        csp.add(Prod(acc_regs, (fragments, per_fragment)))
+        csp.add(Le(acc_regs, self.accumulator_registers))
+        # the register file: every thread of the block holds its accumulators plus operand
+        # fragments, addresses and indices (a reserve); ptxas checks the real count
+        per_thread = csp.var(f"{stage}.registers", 1, acc_hi + self.register_reserve)
+        csp.add(Sum(per_thread, (acc_regs, self.register_reserve)))
+        block_regs = csp.var(
+            f"{stage}.block_registers", 1, _upper(csp, warps) * WARP_SIZE * csp.vars[per_thread].hi
+        )
+        csp.add(Prod(block_regs, (warps, WARP_SIZE, per_thread)))
+        csp.add(Le(block_regs, self.registers_per_block))
+
+        # unroll depth
+        unroll = csp.var(
+            f"{stage}.unroll", 0, len(self.unroll_steps) - 1, knob=True, doc="auto-unroll step"
+        )
+        ctx.step(
+            "annotate",
+            Sym(block_loop.sym),
+            "pragma_auto_unroll_max_step",
+            Choice(unroll, self.unroll_steps),
+        )
+        ctx.step("annotate", Sym(block_loop.sym), "pragma_unroll_explicit", 0)
+
+    @staticmethod
+    def _fuse_level(ctx: RuleContext, stage: str, level: str, name: str) -> Loop:
+        loops = ctx.states[stage].level(level)
+        return ctx.fuse(stage, loops, name) if len(loops) > 1 else loops[0]
+
+    def _tile_dims(self, ctx: RuleContext, stage: str, acc: Access) -> list[Operand]:
+        """Extent of each dimension of ``acc`` that one thread block stages: spatial axes
+        under ``S0`` (every warp's rows), reduce axes under ``R0``; a compound index
+        ``Σ c·x`` spans ``Σ |c|·(t − 1) + 1``."""
+        st = ctx.states[stage]
+        dims: list[Operand] = []
+        for d, axis in enumerate(acc.axes):
+            index = acc.index[d] if acc.index else None
+            if axis is not None:
+                below = "S0" if st.stage.axis(axis).kind == "S" else "R0"
+                dims.append(ctx.inner_extent(stage, axis, below))
+                continue
+            if index is None:
+                dims.append(acc.shape[d])
+                continue
+            terms: list[Operand] = []
+            coeffs: list[int] = []
+            for ax, c in index.terms:
+                below = "S0" if st.stage.axis(ax).kind == "S" else "R0"
+                terms.append(ctx.inner_extent(stage, ax, below))
+                coeffs.append(abs(c))
+            name = f"{stage}.{acc.buffer}.shared.d{d}"
+            hi = sum(
+                c * (t if isinstance(t, int) else ctx.csp.vars[t].hi) for c, t in zip(coeffs, terms)
+            )
+            ctx.csp.var(name, 1, max(1, hi), doc=f"staged extent of {acc.buffer} dim {d}")
+            ctx.csp.add(Sum(name, (*terms, 1), (*coeffs, 1 - sum(coeffs))))
+            dims.append(name)
+        return dims
+
+    def _stage_in_shared(
+        self,
+        ctx: RuleContext,
+        stage: str,
+        role: str,
+        acc: Access,
+        dims: Sequence[Operand],
+        shared: Sym,
+        warps: Operand,
+    ) -> str:
+        """Cooperative fetch and row padding of one staged operand of tile ``dims``; returns
+        its bytes variable."""
+        csp = ctx.csp
+        prefix = f"{stage}.{role}.shared"
+        elems = ctx.product(f"{prefix}.elems", dims, upper=_size(acc.shape))
+        row = dims[-1]
+        itemsize = acc.itemsize
+        lane_options = tuple(v for v in (1, 2, 4, 8, 16) if v * itemsize <= self.vector_bytes)
+        lanes = csp.var(f"{prefix}.vector", 1, max(lane_options), knob=True, doc="fetch vector")
+        csp.add(In(lanes, lane_options))
+        iters = csp.var(f"{prefix}.iterations", 1, _size(acc.shape), doc="fetch iterations")
+        csp.add(Prod(elems, (iters, warps, WARP_SIZE, lanes)))
+        # a vector never crosses a row: the row and its padding are multiples of the vector
+        row_vectors = csp.var(f"{prefix}.row_vectors", 1, _upper(csp, row))
+        csp.add(Prod(row, (lanes, row_vectors)))
+        # fragment loads need 16-byte-aligned row strides (``ldm``)
+        step = max(1, 16 // itemsize)
+        offsets = tuple(o for o in self.align_offsets if o % step == 0)
+        offset = csp.var(f"{prefix}.align_offset", 0, max(offsets), knob=True, doc="row pad")
+        csp.add(In(offset, offsets))
+        offset_vectors = csp.var(f"{prefix}.align_vectors", 0, max(offsets))
+        csp.add(Prod(offset, (lanes, offset_vectors)))
+        row_less_1 = csp.var(f"{prefix}.row_minus_1", 0, _upper(csp, row))
+        csp.add(Sum(row_less_1, (row, 1), (1, -1)))
+        csp.add(Le(offset, row_less_1))  # storage_align(factor=row, offset) pads by offset
+        padded = csp.var(f"{prefix}.padded_row", 1, _upper(csp, row) + max(offsets))
+        csp.add(Sum(padded, (row, offset)))
+        rows = ctx.product(f"{prefix}.rows", list(dims[:-1]), upper=None) if len(dims) > 1 else 1
+        hi = _upper(csp, rows) * csp.vars[padded].hi * itemsize
+        nbytes = csp.var(f"{prefix}.bytes", 0, hi, doc=f"shared bytes of {acc.buffer}")
+        csp.add(Prod(nbytes, (rows, padded, itemsize)))
+        ctx.step("storage_align", shared, 0, -2, _ref(row), Ref(offset))
+        ctx.step("cooperative_fetch", shared, _ref(warps), WARP_SIZE, Ref(lanes))
+        return nbytes
+
+
+class ApplyTensorCore(Rule):
+    """Condition: a stage tiled by :class:`TensorCoreTiling`. Apply: ``tensorize`` the
+    group: the accumulator fill (after ``decompose_reduction`` at the outer reduction step),
+    the fragment loads, the multiply-accumulate and the store, each the member of the shape
+    the ``intrinsic`` knob chose."""
+
+    name = "TensorCore.ApplyIntrinsic"
+
+    def condition(self, ctx: RuleContext, stage: str) -> bool:
+        st = ctx.states[stage]
+        return (
+            st.match is not None
+            and bool(st.match.intrinsic.group)
+            and bool(st.level("T"))
+            and "intrinsic_choice" in st.extra
+        )
+
+    def apply(self, ctx: RuleContext, stage: str) -> None:
+        st = ctx.states[stage]
+        shape, family = st.extra["intrinsic_choice"]
+
+        def member(role: str) -> Choice:
+            return Choice(shape, tuple(i.group[role] for i in family))
+
+        wm, wn = Ref(f"{stage}.intrin_m"), Ref(f"{stage}.intrin_n")
+        k = family[0].k
+        match = st.match
+        assert match is not None and match.m_axis is not None
+        (a_frag, _, _), (b_frag, _, _) = st.cached_reads[0], st.cached_reads[1]
+        a_dims = (match.a.axes.index(match.m_axis), match.a.axes.index(match.k_axis))
+        b_dims = (match.b.axes.index(match.n_axis), match.b.axes.index(match.k_axis))
+        c_dims = (
+            st.stage.write.axes.index(match.m_axis),
+            st.stage.write.axes.index(match.n_axis),
+        )
+        ctx.step("tensorize_tile", a_frag, wm, k, member("load_a"), *a_dims)
+        ctx.step("tensorize_tile", b_frag, wn, k, member("load_b"), *b_dims)
+        block = ctx.block(stage)
+        first_reduce = st.level("R0")[0]
+        (init,) = ctx.step(
+            "decompose_reduction", block, Sym(first_reduce.sym), outs=[f"{block}.init"]
+        )
+        ctx.step("tensorize_last", init, 2, member("fill"))
+        ctx.step("tensorize", Sym(st.level("T")[0].sym), member("compute"))
+        assert st.write_back is not None
+        ctx.step("tensorize_tile", st.write_back, wm, wn, member("store"), *c_dims)
+
+
+def _check_trailing_tiles(stage: str, match: IntrinsicMatch) -> None:
+    """WMMA loads and stores tensorize a 2-D tile, which TVM 0.27 can match only on the last
+    two dimensions of a buffer (unit dimensions may lead, not sit between): A's m and k, B's n
+    and k and the output's m and n must be each buffer's last two dimensions, in that order.
+    GEMM and BMM are; a channels-last convolution mapped directly (batch on m, the spatial
+    axes between it and the channels) is not.
+
+    Raises:
+        UnsupportedShapeError: naming the operand whose layout does not fit.
+    """
+    wants = (
+        (match.a, (match.m_axis, match.k_axis)),
+        (match.b, (match.n_axis, match.k_axis)),
+        (match.stage.write, (match.m_axis, match.n_axis)),
+    )
+    for access, axes in wants:
+        if tuple(access.axes[-2:]) != axes:
+            raise UnsupportedShapeError(
+                f"stage {stage}: the TensorCore target needs {access.buffer}'s last two "
+                f"dimensions to be the intrinsic's {'/'.join(str(a) for a in axes)} axes "
+                f"(row-major A[.., m, k], B[.., n, k], C[.., m, n], as GEMM and BMM are); "
+                f"{access.buffer} is indexed [{', '.join(str(a) for a in access.axes)}]. "
+                "Channels-last convolutions are not supported on TensorCore yet"
+            )
+
+
+def _size(shape: Sequence[int]) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
+
+
+def _upper(csp: object, op: Operand) -> int:
+    return op if isinstance(op, int) else csp.vars[op].hi  # type: ignore[attr-defined]
+
+
+def _ref(op: Operand) -> Ref | int:
+    return Ref(op) if isinstance(op, str) else op
+
+
+__all__ = ["ApplyTensorCore", "TensorCoreTiling", "intrinsic_family"]
