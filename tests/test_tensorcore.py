@@ -1,0 +1,222 @@
+"""The TensorCore target without a GPU: target strings, the CSP, schedules that tensorize onto
+WMMA groups, CUDA source, the launch manifest against the constraint model, cubins through
+nvcc (skipped without it), an offline bundle round trip with the stand-in runner, and a tune
+replayed from a committed results fixture.
+
+The first test that applies a schedule imports TVM's WMMA intrinsic generators (about 20 s,
+once per session).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tvm
+
+import heronlike
+from heronlike import ops
+from heronlike.csp import Le
+from heronlike.errors import UnknownTargetError, UnsupportedShapeError
+from heronlike.measure.bundle import import_results
+from heronlike.measure.cuda import launch_manifest
+from heronlike.offline import prepare_bundle
+from heronlike.records import Records
+from heronlike.sampler import RandSAT
+from heronlike.space import generate_space
+from heronlike.target import get_target
+
+TC = "cuda -tensorcore"
+FIXTURE = Path(__file__).parent / "data" / "tensorcore_gemm256"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+
+def _compile_source(space, assignment) -> str:  # noqa: ANN001
+    sch = space.apply(assignment)
+    with tvm.transform.PassContext(config=space.target.build_options()["pass_config"]):
+        ex = tvm.compile(sch.mod, target=tvm.target.Target(space.target.tvm_target()))
+    return ex.mod.imports[0].inspect_source()
+
+
+# -- target strings ---------------------------------------------------------------------------
+
+
+def test_target_strings() -> None:
+    t = get_target(TC)
+    assert t.arch == "sm_90" and t.key == "cuda -tensorcore -arch=sm_90"
+    assert t.memory_level("shared").capacity_bytes == 48 * 1024
+    assert get_target("cuda -tensorcore -arch=sm_80").arch == "sm_80"
+    assert get_target("tensorcore -arch=sm_90 -max-shared-memory=227").shared_kb == 227
+    assert get_target({"kind": "cuda", "tensorcore": True}).tvm_target()["arch"] == "sm_90"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("cuda", "cuda -tensorcore"),
+        ("cuda -tensorcore -arch=sm_70", "sm_75 or newer"),
+        ("cuda -tensorcore -arch=volta", "not an NVIDIA arch"),
+        ("cuda -tensorcore -max-shared-memory=300", "1 to 227 KB"),
+        ("cuda -tensorcore -max-shared-memory=100 -arch=sm_75", "1 to 64 KB"),
+        ("cuda -tensorcore -warp=64", "no option warp"),
+    ],
+)
+def test_bad_target_strings(spec: str, message: str) -> None:
+    with pytest.raises(UnknownTargetError, match=message):
+        get_target(spec)
+
+
+def test_int8_is_signed_on_tensorcore() -> None:
+    assert ops.target_dtype("int8", TC) == "int8-int8"
+    assert ops.target_dtype("int8", "dlboost -mcpu=znver4") == "int8"
+    space = generate_space(ops.gemm(64, 64, 64, dtype="int8-int8"), TC)
+    assert space.matches["C"].intrinsic.signature == "int8 x int8 -> int32"
+
+
+def test_convolution_is_a_typed_error() -> None:
+    with pytest.raises(UnsupportedShapeError, match="last two dimensions"):
+        generate_space(ops.c2d(16, 28, 28, 128, 128, 3, 3, 1, 1, dtype="float16"), TC)
+
+
+# -- CSP and schedules --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("compute", "dtype_tag"),
+    [
+        (lambda: ops.gemm(256, 256, 256, dtype="float16"), "half"),
+        (lambda: ops.bmm(4, 128, 128, 64, dtype="float16"), "half"),
+        (lambda: ops.gemm(128, 128, 128, dtype="int8-int8"), "signed char"),
+        (lambda: ops.gemm(128, 128, 128, dtype="bfloat16"), "nv_bfloat16"),
+        (lambda: ops.gemm(128, 128, 128, dtype="float16-float16"), "half"),
+    ],
+    ids=["gemm-f16f32", "bmm-f16f32", "gemm-s8s32", "gemm-bf16f32", "gemm-f16f16"],
+)
+def test_sampled_programs_tensorize_onto_wmma(compute, dtype_tag: str) -> None:  # noqa: ANN001
+    space = generate_space(compute(), TC)
+    stage = next(iter(space.matches))
+    knobs = set(space.csp.knobs)
+    assert {f"{stage}.intrinsic", f"{stage}.unroll", f"{stage}.a.shared.vector"} <= knobs
+    assert any(isinstance(c, Le) and c.b == 48 * 1024 for c in space.csp.constraints)
+    samples = RandSAT(space.csp, seed=3).sample(3)
+    for a in samples:
+        assert space.csp.violations(a) == []
+        m, n = a[f"{stage}.intrin_m"], a[f"{stage}.intrin_n"]
+        assert m * n * 16 == 4096 and {m, n} <= {8, 16, 32}
+        src = _compile_source(space, a)
+        assert "wmma::mma_sync" in src
+        assert f"fragment<nvcuda::wmma::matrix_a, {m}, {n}, 16, {dtype_tag}" in src
+        assert f"fragment<nvcuda::wmma::accumulator, {m}, {n}, 16," in src
+        threads = re.search(r"__launch_bounds__\((\d+)\)", src)
+        assert threads and int(threads.group(1)) % 32 == 0 and int(threads.group(1)) <= 1024
+
+
+@pytest.mark.parametrize(
+    "compute",
+    [
+        lambda: ops.gemm(256, 256, 256, dtype="float16"),
+        lambda: ops.gemm(32, 1000, 256, dtype="float16"),  # padded to the tile (G3's N)
+        lambda: ops.bmm(4, 128, 128, 64, dtype="float16"),
+        lambda: ops.gemm(128, 128, 128, dtype="int8-int8"),
+    ],
+    ids=["gemm", "gemm-padded", "bmm", "gemm-int8"],
+)
+def test_manifest_shared_memory_equals_the_constraint_model(compute) -> None:  # noqa: ANN001
+    space = generate_space(compute(), TC)
+    stage = next(iter(space.matches))
+    target = space.target
+    for a in RandSAT(space.csp, seed=5).sample(4):
+        mod = space.apply(a).mod
+        with tvm.transform.PassContext(config=target.build_options()["pass_config"]):
+            launches = launch_manifest(mod, target.tvm_target())
+        tensor = max(launches, key=lambda lp: lp["dynamic_shared_bytes"])
+        assert tensor["dynamic_shared_bytes"] == a[f"{stage}.shared.bytes"], launches
+        assert tensor["block"] == [32, a[f"{stage}.warps"], 1]
+
+
+@needs_nvcc
+def test_cubins_build_without_spills() -> None:
+    from heronlike.measure import BuildInput
+
+    space = generate_space(ops.gemm(512, 512, 512, dtype="float16"), TC)
+    target = space.target
+    samples = RandSAT(space.csp, seed=11).sample(6)
+    inputs = [
+        BuildInput(
+            tvm.ir.save_json(space.apply(a).mod), target.tvm_target(), target.build_options()
+        )
+        for a in samples
+    ]
+    with target.make_builder(timeout_s=120) as builder:
+        results = builder.build(inputs)
+        ok = [r for r in results if r.ok]
+        assert len(ok) >= 5, [(r.error_kind, r.error_msg) for r in results]
+        for r, a in zip(results, samples, strict=True):
+            if not r.ok:
+                continue
+            art = Path(r.artifact_path)
+            assert (art / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+            (kernel,) = r.info["kernels"].values()
+            assert 0 < kernel["registers"] <= 255
+            assert kernel["spill_stores_bytes"] == 0 and kernel["spill_loads_bytes"] == 0
+            (launch,) = r.info["launches"]
+            assert launch["dynamic_shared_bytes"] == a["C.shared.bytes"]
+
+
+# -- offline bundles and replay -----------------------------------------------------------------
+
+
+@needs_nvcc
+def test_bundle_round_trip_with_the_stand_in_runner(tmp_path: Path) -> None:
+    compute = ops.gemm(128, 128, 128, dtype="float16")
+    records = tmp_path / "records.sqlite"
+    first = prepare_bundle(compute, TC, tmp_path / "b1", batch_size=4, records=records, seed=2)
+    assert first.bundle is not None and first.candidates + first.build_failures == 4
+    bundle = json.loads((first.bundle / "bundle.json").read_text())
+    (workload,) = bundle["workloads"]
+    assert workload["reference"] == {
+        "kind": "einsum",
+        "spec": "ac,bc->ab",
+        "operands": [0, 1],
+        "output": 2,
+    }
+    run = subprocess.run(
+        [sys.executable, str(first.bundle / "run_bundle.py"), str(first.bundle), "--standin"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    summary = import_results(first.bundle, records, allow_standin=True)
+    assert summary.imported == first.candidates
+    with Records(records) as db:
+        done = db.trials(first.workload_key, first.target_key)
+    assert len(done) == 4
+    # the next round resumes from the records and proposes other candidates
+    second = prepare_bundle(compute, TC, tmp_path / "b2", batch_size=4, records=records, seed=2)
+    assert second.trials == 4
+    seen = {json.dumps(t.assignment, sort_keys=True) for t in done}
+    nxt = json.loads((second.bundle / "bundle.json").read_text())["candidates"]
+    assert not seen & {json.dumps(c["assignment"], sort_keys=True) for c in nxt}
+
+
+def test_tune_replays_a_committed_results_fixture(tmp_path: Path) -> None:
+    """``tests/data/tensorcore_gemm256`` is a bundle (bundle.json, no cubins) of 24 candidates
+    of a 256³ fp16 GEMM and a results.json whose latencies are *synthetic* (made by
+    ``make_fixture.py`` beside it, not measured on a GPU): the fixture tests the import and
+    simulation-mode plumbing on a TensorCore space, not GPU speed."""
+    records = tmp_path / "fixture.sqlite"
+    summary = import_results(FIXTURE, records)
+    assert summary.imported == 24 and not summary.standin
+    compute = ops.gemm(256, 256, 256, dtype="float16")
+    result = heronlike.tune(
+        compute, TC, trials=12, explorer="random", seed=0, simulate=records, batch_size=4
+    )
+    assert result.simulated and result.trials_run == 12
+    assert result.latency_s is not None and result.errors.get("not_recorded", 0) < 12
+    assert "wmma" in (result.trace or "")
