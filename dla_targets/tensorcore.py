@@ -125,6 +125,16 @@ def parse_arch(text: str | bool) -> int:
     return sm
 
 
+def _local_gpu() -> bool:
+    """Whether TVM's runtime sees a CUDA device here (False without a driver)."""
+    import tvm
+
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # noqa: BLE001 - a runtime built without CUDA
+        return False
+
+
 class TensorCoreTarget(DLATarget):
     """NVIDIA TensorCore (WMMA) on ``sm_75`` and newer; ``sm_90`` (H100/H200) by default."""
 
@@ -253,6 +263,12 @@ class TensorCoreTarget(DLATarget):
         spec = runner_spec_from_env()
         if spec:
             return runner_from_spec(spec, timeout_s=timeout_s, **evaluator)
+        if not _local_gpu():
+            raise HostFeatureError(
+                "no CUDA GPU is visible to TVM on this machine: measure remotely with "
+                "--runner rpc://HOST:PORT/KEY (or HERONLIKE_RUNNER), or tune round by round "
+                "through offline bundles with --bundle DIR (see the README)"
+            )
         return LocalRunner(num_threads=1, timeout_s=timeout_s, **evaluator)
 
     def peak_ops_per_s(self) -> float | None:

@@ -227,8 +227,11 @@ def tune(
     space = generate_space(compute, target)
     tgt = space.target
     tvm_target = tgt.tvm_target() if simulate is None else {}
+    measure_with: Runner | None = None
     if simulate is None:
         tgt.check_host()
+        # before anything is recorded: a target may have no device to run on here
+        measure_with = _runner(tgt, runner, run_timeout_s, number, repeat, min_repeat_ms)
     rng = np.random.default_rng(seed)
     sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
     model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
@@ -277,7 +280,7 @@ def tune(
             space,
             tvm_target,
             tgt.make_builder(timeout_s=build_timeout_s),
-            _runner(tgt, runner, run_timeout_s, number, repeat, min_repeat_ms),
+            measure_with,  # type: ignore[arg-type]
             data.args_path,
             data.expected_path,
             data.rtol,
