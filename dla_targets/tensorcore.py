@@ -34,7 +34,7 @@ from typing import Any
 from heronlike.errors import HostFeatureError, UnknownTargetError
 from heronlike.intrinsic import Intrinsic
 from heronlike.rules.base import ConstraintRule, Rule
-from heronlike.rules.gpu import ApplyTensorCore, TensorCoreTiling
+from heronlike.rules.gpu import ApplyTensorCore, TensorCoreTiling, implicit_gemm
 from heronlike.rules.inline import AlwaysInline
 from heronlike.rules.pad import PadToIntrinsic
 from heronlike.rules.tensorize import Tensorize
@@ -212,6 +212,16 @@ class TensorCoreTarget(DLATarget):
             "registers_per_block": REGISTERS_PER_BLOCK,
             "host": {"kind": "llvm"},
         }
+
+    def normalize(self, dag: Any) -> Any:
+        """Channels-last convolutions become implicit GEMMs
+        (:func:`heronlike.rules.gpu.implicit_gemm`): WMMA tiles need each operand's intrinsic
+        axes to be its last two dimensions."""
+        for m in self.match(dag):
+            func = implicit_gemm(m, dag.func)
+            if func is not None:
+                return func
+        return None
 
     def schedule_rules(self) -> Sequence[Rule]:
         return (

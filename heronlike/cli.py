@@ -235,7 +235,9 @@ def _print_result(r) -> None:  # noqa: ANN001
             table.add_row("of nominal peak", f"{r.throughput / peak:.0%} of {peak / 1e9:.0f} GOP/s")
         if not r.simulated:
             exact = r.space is not None and all(
-                "int" in p.dtype for p in r.space.dag.params if p.name in r.space.dag.outputs
+                "int" in p.dtype
+                for p in r.space.logical.params
+                if p.name in r.space.logical.outputs
             )
             ok = "bit-exact vs numpy" if exact else "within tolerance of the float reference"
             table.add_row("correct", ok if r.correct else "[red]WRONG[/red]")
@@ -323,7 +325,7 @@ def best(op: str | None, shape: str | None, dtype: str, target: str, records: Pa
 
     compute, _ = _compute(op, shape, dtype, target)
     kernel = apply_best(records, compute, target)
-    dag = kernel.space.dag
+    dag = kernel.space.logical
     arrays = random_inputs(dag, np.random.default_rng(1))
     expected = reference_outputs(dag, arrays)
     out = kernel(*[a for p, a in zip(dag.params, arrays) if p.name not in dag.outputs])

@@ -49,9 +49,9 @@ class BuiltKernel:
             ValueError: for a wrong number of inputs or a shape/dtype that differs from the
                 compute's.
         """
-        params = self.space.dag.params
-        outputs = [p for p in params if p.name in self.space.dag.outputs]
-        ins = [p for p in params if p.name not in self.space.dag.outputs]
+        params = self.space.logical.params
+        outputs = [p for p in params if p.name in self.space.logical.outputs]
+        ins = [p for p in params if p.name not in self.space.logical.outputs]
         if len(inputs) != len(ins):
             raise ValueError(f"expected {len(ins)} inputs ({', '.join(p.name for p in ins)})")
         arrays = []
@@ -68,7 +68,7 @@ class BuiltKernel:
         dev = tvm.cpu()
         tensors = [tvm.runtime.tensor(a, dev) for a in self.space.prepare_args(arrays)]
         self.executable["main"](*tensors)
-        result = tuple(t.numpy() for p, t in zip(params, tensors) if p in outputs)
+        result = tuple(t.numpy().reshape(p.shape) for p, t in zip(params, tensors) if p in outputs)
         return result[0] if len(result) == 1 else result
 
     def export_library(self, path: str | Path) -> Path:

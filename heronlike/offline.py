@@ -70,7 +70,7 @@ def workload_entry(space: Space, seed: int) -> dict[str, Any]:
     Raises:
         BundleError: when the compute is not one a bundle can check (no einsum reference).
     """
-    dag = space.dag
+    dag = space.logical
     reference = reference_spec(dag)
     if reference is None:
         raise BundleError(
@@ -97,7 +97,7 @@ def workload_entry(space: Space, seed: int) -> dict[str, Any]:
         "seed": int(seed),
         "rtol": rtol,
         "atol": atol,
-        "flop": space.dag.flop(),
+        "flop": space.logical.flop(),
         "label": dag.describe().splitlines()[-1][:120],
         "compute_text": dag.text,
     }
@@ -160,10 +160,10 @@ def prepare_bundle(
     try:
         wk, tk = space.workload_key, tgt.key
         db.register_workload(
-            wk, description=space.dag.describe(), compute_text=space.dag.text, target_key=tk
+            wk, description=space.logical.describe(), compute_text=space.logical.text, target_key=tk
         )
         history = db.trials(wk, tk)
-        measured = _replay_history(history, sampler, exp, space.dag.flop())
+        measured = _replay_history(history, sampler, exp, space.logical.flop())
         n = batch_size if trials is None else min(batch_size, trials - len(history))
         t0 = time.perf_counter()
         proposals = exp.propose(n, exclude=measured) if n > 0 else []

@@ -68,9 +68,14 @@ def reference_spec(dag: ComputeDAG) -> dict[str, object] | None:
 
     A single multiply-accumulate stage over plain indices (GEMM, BMM, GEMV) is an einsum:
     ``{"kind": "einsum", "spec": "mk,nk->mn", "operands": [a, b], "output": c}`` with
-    parameter positions.
+    parameter positions; a channels-last 2-D convolution (:func:`heronlike.ops.c2d`, with its
+    zero-padding stage) is ``{"kind": "conv2d_nhwc", "input", "weight", "output", "stride",
+    "padding", "dilation"}``.
     """
     stages = dag.stages
+    conv = _conv2d_spec(dag)
+    if conv is not None:
+        return conv
     if len(stages) != 1 or stages[0].mac is None:
         return None
     mac = stages[0].mac
@@ -87,6 +92,54 @@ def reference_spec(dag: ComputeDAG) -> dict[str, object] | None:
         "spec": spec,
         "operands": [position[mac.a.buffer], position[mac.b.buffer]],
         "output": position[mac.out.buffer],
+    }
+
+
+def _conv2d_spec(dag: ComputeDAG) -> dict[str, object] | None:
+    """The conv2d_nhwc reference of ``Y[n,oh,ow,co] += Xp[n, oh·s + kh·d, ow·s + kw·d, ci] ·
+    W[co,kh,kw,ci]`` with ``Xp`` the zero padding of a parameter ``X`` (or ``X`` itself)."""
+    macs = [st for st in dag.stages if st.mac is not None]
+    if len(macs) != 1 or len(dag.stages) > 2:
+        return None
+    stage = macs[0]
+    mac = stage.mac
+    position = {p.name: i for i, p in enumerate(dag.params)}
+    out, a, w = mac.out, mac.a, mac.b
+    if len(out.axes) != 4 or len(a.axes) != 4 or len(w.axes) != 4 or not a.index:
+        return None
+    if not (out.is_plain and w.is_plain) or None in (a.axes[0], a.axes[3]):
+        return None
+    n, oh, ow, co = out.axes
+    if w.axes[0] != co or a.axes[0] != n or w.axes[3] != a.axes[3]:
+        return None
+    kh, kw = w.axes[1], w.axes[2]
+    stride, dilation = [], []
+    for idx, (o, k) in zip(a.index[1:3], ((oh, kh), (ow, kw)), strict=True):
+        coeffs = dict(idx.terms) if idx is not None else {}
+        if idx is None or idx.const != 0 or set(coeffs) - {o, k} or o not in coeffs:
+            return None
+        stride.append(coeffs[o])
+        dilation.append(coeffs.get(k, 1))
+    padding = [0, 0]
+    source = a.buffer
+    if source not in position:  # a zero-padding stage
+        (pad_stage,) = [st for st in dag.stages if st.write.buffer == source]
+        (read,) = pad_stage.reads
+        if read.buffer not in position or not read.index:
+            return None
+        offsets = [idx.const if idx is not None else 0 for idx in read.index]
+        if offsets[0] != 0 or offsets[3] != 0:
+            return None
+        padding = [-offsets[1], -offsets[2]]
+        source = read.buffer
+    return {
+        "kind": "conv2d_nhwc",
+        "input": position[source],
+        "weight": position[w.buffer],
+        "output": position[out.buffer],
+        "stride": stride,
+        "padding": padding,
+        "dilation": dilation,
     }
 
 

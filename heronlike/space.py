@@ -26,7 +26,11 @@ class Space:
     """Template + CSP of one compute on one target.
 
     Attributes:
-        dag: the compute analysis.
+        dag: the compute analysis the rules scheduled (the target's
+            :meth:`~heronlike.target.DLATarget.normalize` form of the compute).
+        logical: the user's compute (the same object unless the target normalized it): its
+            parameters' shapes are what callers pass and get back, and its key identifies the
+            workload in the records.
         target: the DLA target.
         template: the replayable schedule template.
         csp: its constraint satisfaction problem; knobs are the tunable parameters.
@@ -45,10 +49,15 @@ class Space:
     packed: dict[str, PackedLayout] = field(default_factory=dict)
     matches: dict[str, IntrinsicMatch] = field(default_factory=dict)
     nests: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    logical: ComputeDAG = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.logical is None:
+            self.logical = self.dag
 
     @property
     def workload_key(self) -> str:
-        return self.dag.workload_key
+        return self.logical.workload_key
 
     def apply(self, assignment: Mapping[str, int]) -> s_tir.Schedule:
         """The candidate program for ``assignment`` as a TVM schedule.
@@ -72,8 +81,14 @@ class Space:
         :mod:`heronlike.rules.pad`)."""
         out = []
         kernel_params = self.template.func.params
-        for param, arr, kparam in zip(self.dag.params, arrays, kernel_params, strict=True):
+        for param, arr, kparam in zip(self.logical.params, arrays, kernel_params, strict=True):
             shape = tuple(int(d) for d in kparam.shape)
+            if (
+                arr.shape != shape
+                and arr.size == int(np.prod(shape))
+                and len(arr.shape) != len(shape)
+            ):
+                arr = np.ascontiguousarray(arr).reshape(shape)  # a normalized (reshaped) view
             if arr.shape != shape and layout_may_pad(arr.shape, shape):
                 arr = np.pad(arr, [(0, k - d) for d, k in zip(arr.shape, shape)])
             layout = self.packed.get(param.name)
@@ -116,11 +131,15 @@ def generate_space(compute: Any, target: str | DLATarget | Mapping[str, Any]) ->
     """
     from heronlike.rules.base import RuleContext, generate
 
-    dag = compute if isinstance(compute, ComputeDAG) else ComputeDAG.from_compute(compute)
+    logical = compute if isinstance(compute, ComputeDAG) else ComputeDAG.from_compute(compute)
     tgt = get_target(target)
+    normal = tgt.normalize(logical)
+    dag = logical if normal is None else ComputeDAG(normal, logical.outputs)
     ctx = RuleContext(dag, tgt)
     generate(ctx, tgt.schedule_rules(), tgt.constraint_rules())
     if not ctx.template.steps:
         raise InfeasibleSpaceError(f"no rule of target {tgt.key} applies to the compute")
     nests = {n: tuple(st.loops) for n, st in ctx.states.items() if st.loops and not st.inlined}
-    return Space(dag, tgt, ctx.template, ctx.csp, dict(ctx.packed), dict(ctx.matches), nests)
+    return Space(
+        dag, tgt, ctx.template, ctx.csp, dict(ctx.packed), dict(ctx.matches), nests, logical
+    )

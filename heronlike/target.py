@@ -151,6 +151,14 @@ class DLATarget(ABC):
         """Global constraint rules run after the schedule rules (C5 AddMemLimit, C6 ...)."""
         return ()
 
+    def normalize(self, dag: ComputeDAG) -> Any:
+        """A ``tirx.PrimFunc`` computing the same as ``dag.func`` that this target's rules
+        schedule (e.g. a convolution rewritten as an implicit GEMM), or None to keep the
+        compute as it is (the default). A parameter may change shape only by a row-major
+        reshape (same elements in the same order), so the user's arrays are passed as views;
+        see :attr:`heronlike.space.Space.logical`."""
+        return None
+
     # -- compute checks --------------------------------------------------------------------------
     def general_hint(self) -> str:
         """What the user can do when no stage maps onto an intrinsic (appended to the error);

@@ -247,9 +247,9 @@ def tune(
     )
     default_records = ":memory:" if simulate is not None else DEFAULT_RECORDS
     db = records if isinstance(records, Records) else Records(records or default_records)
-    wk, tk, flop = space.workload_key, tgt.key, space.dag.flop()
+    wk, tk, flop = space.workload_key, tgt.key, space.logical.flop()
     db.register_workload(
-        wk, description=space.dag.describe(), compute_text=space.dag.text, target_key=tk
+        wk, description=space.logical.describe(), compute_text=space.logical.text, target_key=tk
     )
     history = db.trials(wk, tk)
     measured = _replay_history(history, sampler, exp, flop)
@@ -443,7 +443,7 @@ class _Data:
 
 
 def _prepare_data(space: Space, work: Path, seed: int) -> _Data:
-    dag = space.dag
+    dag = space.logical
     arrays = random_inputs(dag, np.random.default_rng(seed))
     expected = reference_outputs(dag, arrays)
     packed = space.prepare_args(arrays)
@@ -494,7 +494,9 @@ def _finish(
     if space.target.runs_in_process:
         kernel = BuiltKernel(space, best.assignment, tvm_target)
         inputs = [
-            a for p, a in zip(space.dag.params, data.inputs) if p.name not in space.dag.outputs
+            a
+            for p, a in zip(space.logical.params, data.inputs)
+            if p.name not in space.logical.outputs
         ]
         outs = kernel(*inputs)
         outs = outs if isinstance(outs, tuple) else (outs,)

@@ -31,6 +31,7 @@ does not offer it yet): double-buffered shared memory, split-K, swizzled layouts
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from heronlike.csp import In, Le, Operand, Prod, Select, Sum
 from heronlike.dag import Access
@@ -135,6 +136,13 @@ class TensorCoreTiling(Rule):
                 "cache_read", block, index, scopes["staging"], outs=[f"b_{stage}.{role}.shared"]
             )
             staged.append((acc, shared, Sym("")))
+        # a producer of an operand (an implicit GEMM's im2col gather, zero padding) is
+        # computed inside the shared-memory fetch, never materialised
+        for producer in ctx.dag.producers(stage):
+            pst = ctx.states[producer]
+            if pst.stage.write.buffer in (match.a.buffer, match.b.buffer) and not pst.inlined:
+                ctx.step("compute_inline", ctx.block(producer))
+                pst.inlined = True
         for i, (role, acc) in enumerate((("a", match.a), ("b", match.b))):
             index = reads.index(acc.buffer)
             (frag,) = ctx.step(
@@ -353,6 +361,103 @@ class ApplyTensorCore(Rule):
         ctx.step("tensorize", Sym(st.level("T")[0].sym), member("compute"))
         assert st.write_back is not None
         ctx.step("tensorize_tile", st.write_back, wm, wn, member("store"), *c_dims)
+
+
+def _fused(values: Sequence[Any], extents: Sequence[int]) -> Any:
+    """Row-major fusion ``((v0·e1 + v1)·e2 + v2)…`` of index expressions."""
+    out = values[0]
+    for v, e in zip(values[1:], extents[1:], strict=True):
+        out = out * e + v
+    return out
+
+
+def implicit_gemm(match: IntrinsicMatch, func: Any) -> Any:
+    """The compute of ``match.stage`` rewritten as an implicit GEMM (what Heron's TensorCore
+    convolutions do with an explicit im2col, and MetaSchedule with ``reindex``), or None when
+    the stage is already a GEMM or cannot be rewritten by reshapes alone. ``func`` is the
+    PrimFunc the stage belongs to.
+
+    For a channels-last convolution ``Y[n, oh, ow, co] += Xp[n, oh·s + kh·d, ow·s + kw·d, ci] ·
+    W[co, kh, kw, ci]``: ``Y`` becomes ``[N·OH·OW, CO]`` and ``W`` ``[CO, KH·KW·CI]`` (row-major
+    reshapes of the user's arrays), the operand ``Xp`` is gathered by a new im2col stage
+    ``Xp_reindex[m, k]`` (``s_tir`` ``reindex``), and the stage becomes
+    ``Y[m, co] += Xp_reindex[m, k] · W[co, k]`` (``transform_block_layout``). The rules then
+    compute the im2col gather inside the shared-memory fetch: it is never materialised.
+    """
+    from tvm import s_tir
+    from tvm.tirx import IndexMap
+
+    stage, a, b, out = match.stage, match.a, match.b, match.stage.write
+    n_axis = match.n_axis
+    if (
+        tuple(b.axes[-2:]) == (n_axis, match.k_axis)
+        and tuple(a.axes[-2:]) == (match.m_axis, match.k_axis)
+        and tuple(out.axes[-2:]) == (match.m_axis, n_axis)
+    ):
+        return None  # already a GEMM
+    axes = [ax.name for ax in stage.axes]
+    extent = {ax.name: ax.extent for ax in stage.axes}
+    m_axes = [ax for ax in out.axes if ax != n_axis]
+    k_axes = [ax for ax in b.axes if ax != n_axis]
+    # reshapes only: the output's n axis last, the weight's n axis first, every other
+    # weight axis a reduction and every output and reduction axis used by the operand A
+    if (
+        None in out.axes
+        or None in b.axes
+        or out.axes[-1] != n_axis
+        or b.axes[0] != n_axis
+        or any(stage.axis(ax).kind != "R" for ax in k_axes)
+        or sorted(m_axes + [n_axis] + k_axes) != sorted(axes)
+    ):
+        return None
+    if sorted(ax for ax in axes if ax in _axes_of(a)) != sorted(m_axes + k_axes):
+        return None
+
+    m_ext = [extent[ax] for ax in m_axes]
+    k_ext = [extent[ax] for ax in k_axes]
+
+    def gemm_of(names: Sequence[str]) -> Any:
+        def fn(*idx: Any) -> tuple[Any, ...]:
+            env = dict(zip(names, idx, strict=True))  # an absent (unit) axis is 0
+            m = _fused([env.get(ax, 0) for ax in m_axes], m_ext)
+            k = _fused([env.get(ax, 0) for ax in k_axes], k_ext)
+            return (m, env[n_axis], k) if n_axis in env else (m, k)
+
+        return fn
+
+    def index_map(fn: Any, ndim: int) -> Any:
+        return IndexMap.from_func(fn, ndim=ndim, index_dtype="int32")
+
+    sch = s_tir.Schedule(func)
+    block = sch.get_sblock(stage.name)
+    out_map = index_map(
+        lambda *i: (_fused([i[out.axes.index(ax)] for ax in m_axes], m_ext), i[-1]), len(out.axes)
+    )
+    sch.transform_layout(block, ("write", 0), out_map)
+    b_index = [r.buffer for r in stage.reads].index(b.buffer)
+    b_map = index_map(
+        lambda *i: (i[0], _fused([i[b.axes.index(ax)] for ax in k_axes], k_ext)), len(b.axes)
+    )
+    sch.transform_layout(block, ("read", b_index), b_map)
+    a_index = [r.buffer for r in stage.reads].index(a.buffer)
+    gather = sch.reindex(block, ("read", a_index))
+    # the gather (reindex) buffer has one dimension per block iterator A uses (TVM leaves out
+    # some unit ones): read them off the block's access of it
+    region = sch.get(block).reads[a_index].region
+    used = [str(r.min.name) for r in region]
+    sch.transform_block_layout(block, index_map(gemm_of(axes), len(axes)))
+    sch.transform_layout(block, ("read", a_index), index_map(gemm_of(used), len(used)))
+    sch.transform_block_layout(gather, index_map(gemm_of(used), len(used)))
+    return sch.mod["main"]
+
+
+def _axes_of(access: Access) -> set[str]:
+    """Every stage axis an access's indices use (plain or inside an affine index)."""
+    out = {ax for ax in access.axes if ax is not None}
+    for idx in access.index or ():
+        if idx is not None:
+            out.update(idx.axes)
+    return out
 
 
 def _check_trailing_tiles(stage: str, match: IntrinsicMatch) -> None:

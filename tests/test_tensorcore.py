@@ -78,9 +78,69 @@ def test_int8_is_signed_on_tensorcore() -> None:
     assert space.matches["C"].intrinsic.signature == "int8 x int8 -> int32"
 
 
-def test_convolution_is_a_typed_error() -> None:
+def test_a_layout_wmma_cannot_load_is_a_typed_error() -> None:
+    from tvm import te
+
+    X = te.placeholder((64, 64), "float16", name="X")
+    W = te.placeholder((64, 64), "float16", name="W")  # K x N: not a column-major B
+    k = te.reduce_axis((0, 64), name="k")
+    C = te.compute(
+        (64, 64), lambda i, j: te.sum(X[i, k].astype("float32") * W[k, j].astype("float32"), k)
+    )
     with pytest.raises(UnsupportedShapeError, match="last two dimensions"):
-        generate_space(ops.c2d(16, 28, 28, 128, 128, 3, 3, 1, 1, dtype="float16"), TC)
+        generate_space([X, W, C], TC)
+
+
+CONVS = {
+    "C1-like": (2, 10, 10, 16, 32, 3, 3, 1, 1),
+    "C4-like": (2, 10, 10, 32, 64, 1, 1, 2, 0),
+    "dilated": (1, 12, 12, 16, 16, 3, 3, 2, 2, 2),
+}
+
+
+@pytest.mark.parametrize("args", CONVS.values(), ids=CONVS.keys())
+def test_convolution_as_implicit_gemm_computes_the_convolution(args) -> None:  # noqa: ANN001
+    """The rewritten compute (reshaped weight and output, im2col gather) gives the logical
+    convolution's result: checked by running both unscheduled on the CPU."""
+    import numpy as np
+
+    from heronlike.reference import random_inputs, reference_outputs
+
+    compute = ops.c2d(*args, dtype="float16")
+    space = generate_space(compute, TC)
+    assert space.dag is not space.logical
+    assert [s.name for s in space.dag.stages if s.mac] == ["Y"]
+    y = space.dag.stage("Y")
+    assert len(y.axes) == 3 and y.mac.a.is_plain and y.mac.b.is_plain
+    arrays = random_inputs(space.logical, np.random.default_rng(0))
+    (expected,) = reference_outputs(space.logical, arrays).values()
+    kernel_args = space.prepare_args(arrays)
+    ex = tvm.compile(tvm.IRModule({"main": space.dag.func}), target="llvm")
+    tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in kernel_args]
+    ex["main"](*tensors)
+    got = tensors[-1].numpy().reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
+
+
+def test_convolution_reference_spec() -> None:
+    from heronlike.reference import reference_spec
+
+    spec = reference_spec(space_logical(ops.c2d(2, 9, 9, 16, 32, 3, 3, 2, 1, 2)))
+    assert spec == {
+        "kind": "conv2d_nhwc",
+        "input": 0,
+        "weight": 1,
+        "output": 2,
+        "stride": [2, 2],
+        "padding": [1, 1],
+        "dilation": [2, 2],
+    }
+
+
+def space_logical(compute):  # noqa: ANN001, ANN201
+    from heronlike.dag import ComputeDAG
+
+    return ComputeDAG.from_compute(compute)
 
 
 # -- CSP and schedules --------------------------------------------------------------------------
@@ -94,8 +154,9 @@ def test_convolution_is_a_typed_error() -> None:
         (lambda: ops.gemm(128, 128, 128, dtype="int8-int8"), "signed char"),
         (lambda: ops.gemm(128, 128, 128, dtype="bfloat16"), "nv_bfloat16"),
         (lambda: ops.gemm(128, 128, 128, dtype="float16-float16"), "half"),
+        (lambda: ops.c2d(4, 14, 14, 64, 64, 3, 3, 1, 1, dtype="float16"), "half"),
     ],
-    ids=["gemm-f16f32", "bmm-f16f32", "gemm-s8s32", "gemm-bf16f32", "gemm-f16f16"],
+    ids=["gemm-f16f32", "bmm-f16f32", "gemm-s8s32", "gemm-bf16f32", "gemm-f16f16", "c2d"],
 )
 def test_sampled_programs_tensorize_onto_wmma(compute, dtype_tag: str) -> None:  # noqa: ANN001
     space = generate_space(compute(), TC)
@@ -123,8 +184,9 @@ def test_sampled_programs_tensorize_onto_wmma(compute, dtype_tag: str) -> None: 
         lambda: ops.gemm(32, 1000, 256, dtype="float16"),  # padded to the tile (G3's N)
         lambda: ops.bmm(4, 128, 128, 64, dtype="float16"),
         lambda: ops.gemm(128, 128, 128, dtype="int8-int8"),
+        lambda: ops.c2d(16, 14, 14, 256, 256, 3, 3, 1, 1, dtype="float16"),  # C5
     ],
-    ids=["gemm", "gemm-padded", "bmm", "gemm-int8"],
+    ids=["gemm", "gemm-padded", "bmm", "gemm-int8", "c2d"],
 )
 def test_manifest_shared_memory_equals_the_constraint_model(compute) -> None:  # noqa: ANN001
     space = generate_space(compute(), TC)
