@@ -34,9 +34,8 @@ from typing import Any
 from heronlike.errors import HostFeatureError, UnknownTargetError
 from heronlike.intrinsic import Intrinsic
 from heronlike.rules.base import ConstraintRule, Rule
-from heronlike.rules.gpu import ApplyTensorCore, TensorCoreTiling, implicit_gemm
+from heronlike.rules.gpu import ApplyTensorCore, TensorCoreTiling, implicit_gemm, pad_gemm_n
 from heronlike.rules.inline import AlwaysInline
-from heronlike.rules.pad import PadToIntrinsic
 from heronlike.rules.tensorize import Tensorize
 from heronlike.target import DLATarget, MemoryLevel
 
@@ -140,8 +139,8 @@ class TensorCoreTarget(DLATarget):
 
     names = ("tensorcore", "cuda")
     option_names = ("tensorcore", "arch", "max-shared-memory", "sms")
-    #: a stage the 16×16×16 tile does not divide is padded to tile multiples inside the kernel
-    pads_shapes = True
+    #: shapes are made to fit in :meth:`normalize` (n padded); anything else is an error
+    pads_shapes = False
     device = "cuda"
     runs_in_process = False
     #: ``"int8"`` means signed × signed on TensorCores (``heronlike.ops`` dtype names)
@@ -216,17 +215,24 @@ class TensorCoreTarget(DLATarget):
     def normalize(self, dag: Any) -> Any:
         """Channels-last convolutions become implicit GEMMs
         (:func:`heronlike.rules.gpu.implicit_gemm`): WMMA tiles need each operand's intrinsic
-        axes to be its last two dimensions."""
-        for m in self.match(dag):
-            func = implicit_gemm(m, dag.func)
-            if func is not None:
+        axes to be its last two dimensions. A GEMM whose ``n`` the tiles do not divide gets a
+        zero-padded weight and output (:func:`heronlike.rules.gpu.pad_gemm_n`)."""
+        from heronlike.intrinsic import match_intrinsic
+
+        for stage in dag.stages:
+            for intrin in self.intrinsics:
+                m = match_intrinsic(stage, intrin)
+                if m is None:
+                    continue
+                func = implicit_gemm(m, dag.func)
+                if func is None and len(dag.stages) == 1:
+                    func = pad_gemm_n(m, dag.func)
                 return func
         return None
 
     def schedule_rules(self) -> Sequence[Rule]:
         return (
             AlwaysInline(),
-            PadToIntrinsic(vector_bytes=16),
             Tensorize(),
             TensorCoreTiling(),
             ApplyTensorCore(),

@@ -451,6 +451,61 @@ def implicit_gemm(match: IntrinsicMatch, func: Any) -> Any:
     return sch.mod["main"]
 
 
+def pad_gemm_n(match: IntrinsicMatch, func: Any, multiple: int = 16) -> Any:
+    """A GEMM/BMM stage whose ``n`` extent the intrinsic tiles do not divide (Heron's G3/G5:
+    N = 1000), rewritten with ``n`` padded to a multiple of ``multiple``: the weight and the
+    output become parameters of the padded shape (the weight zero-padded once with its
+    pre-packing, :meth:`heronlike.space.Space.prepare_args`; the output's valid part is a
+    view of the padded buffer). None when nothing needs padding or the compute is not a
+    plain single-stage GEMM.
+
+    Raises:
+        UnsupportedShapeError: when ``m`` or ``k`` is not a multiple of 16 (padding them would
+            pad the activation outside the measured kernel).
+    """
+    from tvm import te
+
+    stage = match.stage
+    n_axis, m_axis, k_axis = match.n_axis, match.m_axis, match.k_axis
+    a, b, out = match.a, match.b, stage.write
+    if not (a.is_plain and b.is_plain and out.is_plain) or m_axis is None:
+        return None
+    extent = {ax.name: ax.extent for ax in stage.axes}
+    for ax, role in ((m_axis, "m"), (k_axis, "k")):
+        if extent[ax] % 16:
+            raise UnsupportedShapeError(
+                f"stage {stage.name}: the TensorCore target needs the {role} extent "
+                f"({ax} = {extent[ax]}) to be a multiple of 16 (n is padded; m and k would pad "
+                "the activation)"
+            )
+    if extent[n_axis] % multiple == 0:
+        return None
+    padded = -(-extent[n_axis] // multiple) * multiple
+    names = [p.name for p in func.params]
+    if b.buffer not in names or out.buffer not in names:
+        return None
+
+    def shape(acc: Access) -> list[int]:
+        return [padded if ax == n_axis else extent[ax] for ax in acc.axes]  # type: ignore[misc]
+
+    A = te.placeholder([extent[ax] for ax in a.axes], a.dtype, name=a.buffer)  # type: ignore[index]
+    B = te.placeholder(shape(b), b.dtype, name=b.buffer)
+    red = te.reduce_axis((0, extent[k_axis]), name="k")
+    spatial = [ax for ax in out.axes]
+
+    def body(*idx: Any) -> Any:
+        env = dict(zip(spatial, idx, strict=True))
+        env[k_axis] = red
+        va = A[tuple(env[ax] for ax in a.axes)].astype(out.dtype)
+        vb = B[tuple(env[ax] for ax in b.axes)].astype(out.dtype)
+        return te.sum(va * vb, axis=red)
+
+    C = te.compute(shape(out), body, name=stage.name)
+    tensors = {a.buffer: A, b.buffer: B, out.buffer: C}
+    new = te.create_prim_func([tensors[name] for name in names])
+    return new.with_attr("global_symbol", "main")
+
+
 def _axes_of(access: Access) -> set[str]:
     """Every stage axis an access's indices use (plain or inside an affine index)."""
     out = {ax for ax in access.axes if ax is not None}

@@ -174,12 +174,16 @@ def draw_inputs(workload: dict[str, Any]) -> list[np.ndarray | None]:
 
 
 def pad_to(arr: np.ndarray, shape: tuple[int, ...] | list[int]) -> np.ndarray:
-    """``arr`` zero-padded at the end of each axis to ``shape`` (C-contiguous).
+    """``arr`` zero-padded at the end of each axis to ``shape`` (C-contiguous); an array of
+    another rank with as many elements is reshaped (a kernel parameter that is a row-major view
+    of the logical one, e.g. an implicit GEMM's ``[N·OH·OW, CO]`` output).
 
     Raises:
         ValueError: when ranks differ or ``arr`` is larger than ``shape`` on some axis.
     """
     shape = tuple(int(d) for d in shape)
+    if arr.ndim != len(shape) and arr.size == math.prod(shape):
+        return np.ascontiguousarray(arr).reshape(shape)  # a row-major view of another rank
     if arr.ndim != len(shape) or any(a > s for a, s in zip(arr.shape, shape)):
         raise ValueError(f"cannot pad an array of shape {arr.shape} to {shape}")
     if arr.shape == shape:
@@ -461,7 +465,10 @@ def check_workload(workload: dict[str, Any]) -> str | None:
             return f"param {i}: {exc}"
         if p.get("role") not in ("input", "output", "scratch"):
             return f"param {i}: role must be 'input', 'output' or 'scratch', got {p.get('role')!r}"
-        if len(logical) != len(shape) or any(a > s or a < 1 for a, s in zip(logical, shape)):
+        if len(logical) != len(shape):
+            if math.prod(logical) != math.prod(shape):  # else a row-major reshape (a view)
+                return f"param {i}: logical shape {list(logical)} is no reshape of {shape}"
+        elif any(a > s or a < 1 for a, s in zip(logical, shape)):
             return f"param {i}: logical shape {list(logical)} does not fit in shape {shape}"
     try:
         ops, out, _ = _reference_parts(workload)
@@ -735,7 +742,11 @@ class GpuBackend:
         worst: float | None = 0.0
         for i, expected in self.expected.items():
             p = self.params[i]
-            got = self.cp.asnumpy(bufs[i])[tuple(slice(0, n) for n in logical_shape(p))]
+            got = self.cp.asnumpy(bufs[i])
+            if got.ndim != len(logical_shape(p)):
+                got = got.reshape(logical_shape(p))  # a row-major view of another rank
+            else:
+                got = got[tuple(slice(0, n) for n in logical_shape(p))]
             msg, err = check_output(
                 got,
                 expected,
