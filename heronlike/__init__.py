@@ -27,12 +27,14 @@ if os.path.isdir(os.path.join(_root, "rules")) and os.path.isdir(
 __version__ = "0.1.0"
 
 from .errors import (  # noqa: E402
+    BundleError,
     HeronlikeError,
     HostFeatureError,
     InfeasibleSpaceError,
     InvalidComputeError,
     NoTensorizableStageError,
     RecordsMismatchError,
+    RunnerSpecError,
     UnknownExplorerError,
     UnknownTargetError,
     UnsupportedDtypeError,
@@ -47,6 +49,9 @@ _LAZY = {
     "get_target": ("heronlike.target", "get_target"),
     "DLATarget": ("heronlike.target", "DLATarget"),
     "ops": ("heronlike.ops", None),
+    "generate_space": ("heronlike.space", "generate_space"),
+    "prepare_bundle": ("heronlike.offline", "prepare_bundle"),
+    "import_results": ("heronlike.measure.bundle", "import_results"),
 }
 
 
@@ -60,12 +65,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BundleError",
     "HeronlikeError",
     "HostFeatureError",
     "InfeasibleSpaceError",
     "InvalidComputeError",
     "NoTensorizableStageError",
     "RecordsMismatchError",
+    "RunnerSpecError",
     "UnknownExplorerError",
     "UnknownTargetError",
     "UnsupportedDtypeError",
