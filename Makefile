@@ -18,8 +18,11 @@ $(VENV)/.stamp-bench: $(VENV)/.stamp-test
 	$(PIP) install -e ".[test,bench]"
 	touch $@
 
+# AVX512-VNNI when this CPU has it; otherwise the general rule set (vectorised int8 without VNNI)
+DEMO_TARGET := $(shell grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && echo dlboost || echo "dlboost -general")
+
 demo: $(VENV)/.stamp-bench
-	$(BIN)/heronlike tune gemm --shape 1024,1024,1024 --dtype int8 --target dlboost --trials 64
+	$(BIN)/heronlike tune gemm --shape 1024,1024,1024 --dtype int8 --target "$(DEMO_TARGET)" --trials 64
 
 test: $(VENV)/.stamp-test
 	$(BIN)/ruff check .

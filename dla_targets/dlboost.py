@@ -15,13 +15,15 @@ Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per c
 Any shape: a stage whose extents VNNI's 16 × 4 tile does not divide (``N = 1000``, primes) is
 padded inside the kernel (:class:`heronlike.rules.pad.PadToIntrinsic`, measured).
 
-``-general`` (or ``{"kind": "dlboost", "general": True}``) allows computes with no stage that
-maps onto VNNI (float32, depthwise convolution, anything element-wise): such stages are tuned
-with the general rule set (multi-level tiling with a vector level, cache write, vectorise,
-parallel, unroll; :mod:`heronlike.rules.general`). Without it such a compute is a
-:class:`~heronlike.errors.NoTensorizableStageError` (or ``UnsupportedDtypeError``), because
-this target is about the intrinsic. Element-wise epilogues of a reduction (bias, ReLU,
-requantize) are fused into its tile loops with or without the option.
+``-general`` (or ``{"kind": "dlboost", "general": True}``) also runs on a CPU without VNNI
+(every stage then goes to the general rule set, and the target key names that CPU), and allows
+computes with no stage that maps onto VNNI (float32, depthwise convolution, anything
+element-wise): such stages are tuned with the general rule set (multi-level tiling with a
+vector level, cache write, vectorise, parallel, unroll; :mod:`heronlike.rules.general`).
+Without it such a compute is a :class:`~heronlike.errors.NoTensorizableStageError` (or
+``UnsupportedDtypeError``), because this target is about the intrinsic. Element-wise
+epilogues of a reduction (bias, ReLU, requantize) are fused into its tile loops with or
+without the option.
 """
 
 from __future__ import annotations
@@ -223,7 +225,8 @@ class DLBoostTarget(DLATarget):
 
     @property
     def intrinsics(self) -> tuple[Intrinsic, ...]:
-        return (VNNI,)
+        # with -general on a CPU without VNNI, every stage goes to the general rule set
+        return () if self.general and not _has_vnni(self.mcpu) else (VNNI,)
 
     @property
     def memory(self) -> tuple[MemoryLevel, ...]:
@@ -234,12 +237,12 @@ class DLBoostTarget(DLATarget):
         )
 
     def tvm_target(self) -> dict[str, Any]:
-        if not _has_vnni(self.mcpu):
+        if not _has_vnni(self.mcpu) and not self.general:
             raise HostFeatureError(f"-mcpu={self.mcpu} has no AVX512-VNNI (avx512vnni)")
         return {"kind": "llvm", "mcpu": self.mcpu, "num-cores": self.cores}
 
     def check_host(self) -> None:
-        if not host_has_vnni():
+        if not host_has_vnni() and not self.general:
             raise HostFeatureError(
                 "this CPU has no AVX512-VNNI (avx512_vnni in /proc/cpuinfo), so DL Boost "
                 "kernels cannot be measured here; use a Cascade Lake or newer Intel CPU or an "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tvm
@@ -44,38 +45,19 @@ def reference_outputs(dag: ComputeDAG, arrays: list[np.ndarray]) -> dict[int, np
 
 
 def _einsum_reference(dag: ComputeDAG, arrays: list[np.ndarray]) -> dict[int, np.ndarray] | None:
+    spec = _einsum_spec(dag)
+    if spec is None:
+        return None
+    (ia, ib), io = spec["operands"], spec["output"]
+    out = np.einsum(
+        spec["spec"], arrays[ia].astype(np.float64), arrays[ib].astype(np.float64), optimize=True
+    )
+    return {io: out.astype(dag.params[io].dtype)}
+
+
+def _einsum_spec(dag: ComputeDAG) -> dict[str, Any] | None:
+    """A single multiply-accumulate stage over plain indices as an einsum over parameters."""
     stages = dag.stages
-    if len(stages) != 1 or stages[0].mac is None:
-        return None
-    mac = stages[0].mac
-    accesses = (mac.a, mac.b, mac.out)
-    if not all(acc.is_plain for acc in accesses):
-        return None
-    letters = {ax.name: string.ascii_letters[i] for i, ax in enumerate(stages[0].axes)}
-    position = {p.name: i for i, p in enumerate(dag.params)}
-    if any(acc.buffer not in position for acc in accesses):
-        return None
-    spec = "{},{}->{}".format(*("".join(letters[a] for a in acc.axes) for acc in accesses))  # type: ignore[index]
-    a = arrays[position[mac.a.buffer]].astype(np.float64)
-    b = arrays[position[mac.b.buffer]].astype(np.float64)
-    out = np.einsum(spec, a, b, optimize=True)
-    return {position[mac.out.buffer]: out.astype(mac.out.dtype)}
-
-
-def reference_spec(dag: ComputeDAG) -> dict[str, object] | None:
-    """How a machine without heronlike or TVM computes the reference output of ``dag``
-    (an offline bundle's ``reference``), or None when it is not one it knows.
-
-    A single multiply-accumulate stage over plain indices (GEMM, BMM, GEMV) is an einsum:
-    ``{"kind": "einsum", "spec": "mk,nk->mn", "operands": [a, b], "output": c}`` with
-    parameter positions; a channels-last 2-D convolution (:func:`heronlike.ops.c2d`, with its
-    zero-padding stage) is ``{"kind": "conv2d_nhwc", "input", "weight", "output", "stride",
-    "padding", "dilation"}``.
-    """
-    stages = dag.stages
-    conv = _conv2d_spec(dag)
-    if conv is not None:
-        return conv
     if len(stages) != 1 or stages[0].mac is None:
         return None
     mac = stages[0].mac
@@ -93,6 +75,20 @@ def reference_spec(dag: ComputeDAG) -> dict[str, object] | None:
         "operands": [position[mac.a.buffer], position[mac.b.buffer]],
         "output": position[mac.out.buffer],
     }
+
+
+def reference_spec(dag: ComputeDAG) -> dict[str, object] | None:
+    """How a machine without heronlike or TVM computes the reference output of ``dag``
+    (an offline bundle's ``reference``), or None when it is not one it knows.
+
+    A single multiply-accumulate stage over plain indices (GEMM, BMM, GEMV) is an einsum:
+    ``{"kind": "einsum", "spec": "mk,nk->mn", "operands": [a, b], "output": c}`` with
+    parameter positions; a channels-last 2-D convolution (:func:`heronlike.ops.c2d`, with its
+    zero-padding stage) is ``{"kind": "conv2d_nhwc", "input", "weight", "output", "stride",
+    "padding", "dilation"}``.
+    """
+    conv = _conv2d_spec(dag)
+    return conv if conv is not None else _einsum_spec(dag)
 
 
 def _conv2d_spec(dag: ComputeDAG) -> dict[str, object] | None:
