@@ -1,0 +1,658 @@
+"""heronlike on NVIDIA TensorCores (``"cuda -tensorcore"``): compile counts here, timings on a GPU.
+
+This machine has nvcc and no GPU, so the work is split in subcommands:
+
+* ``count``: for each of Heron's TensorCore cases (fp16 in, fp32 accumulate), build
+  ``--samples`` random valid schedules (RandSAT) with nvcc and count how many build, why the others
+  fail (spill, registers, shared memory, nvcc, TVM), the ptxas register range, and whether the
+  CSP's shared bytes equal the built kernel's. Writes ``results/tensorcore_compile.csv``.
+* ``bundle``: one tuning round per case (:func:`heronlike.offline.prepare_bundle`) written as an
+  offline bundle, optionally merged into one bundle folder; prints its size and the command to
+  run on the GPU machine.
+* ``import``: every ``results.json`` found under a folder into the records.
+* ``report``: best heronlike latency per case from the records against the PyTorch
+  (cuBLAS/cuDNN) baseline timed in the same ``results.json``, TFLOP/s, GPU; CSV and a plot.
+
+::
+
+    python benchmarks/tensorcore.py count --cases G1,G3,C1 --samples 8
+    python benchmarks/tensorcore.py bundle --cases G1,B1 --batch-size 32 --merge
+    python benchmarks/tensorcore.py import --bundles benchmarks/out/tc_bundles
+    python benchmarks/tensorcore.py report --plot
+
+A case the TensorCore rules cannot map (a heronlike error such as ``UnsupportedShapeError``) is
+reported as ``unsupported`` with the message, any other failure as ``error``; the others go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+OUT = REPO_ROOT / "benchmarks" / "out"
+DEFAULT_RECORDS = OUT / "tensorcore_records.sqlite"
+DEFAULT_BUNDLES = OUT / "tc_bundles"
+DTYPE = "float16"  # heronlike.ops name: fp16 inputs, fp32 accumulator and output
+DTYPE_LABEL = "float16->float32"  # the dtype column of the CSV files
+
+# Heron's TensorCore cases (ASPLOS'23 artifact tests/figure6/configs; notes heron_repo.md §7.1)
+# in *Heron's* argument order, converted by heron_to_params. G3/G5 use the true N = 1000.
+TC_CASES: dict[str, tuple[str, tuple[int, ...]]] = {
+    "G1": ("gemm", (1024, 1024, 1024)),
+    "G2": ("gemm", (4096, 4096, 4096)),
+    "G3": ("gemm", (32, 2048, 1000)),
+    "G4": ("gemm", (32, 4096, 4096)),
+    "G5": ("gemm", (32, 4096, 1000)),
+    "B1": ("bmm", (12, 512, 64, 512)),
+    "B2": ("bmm", (12, 512, 512, 64)),
+    "C1": ("c2d", (16, 56, 56, 64, 64, 3, 3, 1, 1, 1)),
+    "C2": ("c2d", (16, 56, 56, 64, 64, 1, 1, 1, 0, 1)),
+    "C3": ("c2d", (16, 28, 28, 128, 128, 3, 3, 1, 1, 1)),
+    "C4": ("c2d", (16, 28, 28, 128, 256, 1, 1, 2, 0, 1)),
+    "C5": ("c2d", (16, 14, 14, 256, 256, 3, 3, 1, 1, 1)),
+    "C6": ("c2d", (16, 14, 14, 256, 512, 1, 1, 2, 0, 1)),
+}
+
+COUNT_COLUMNS = (
+    "case", "op", "shape", "dtype", "arch", "status", "samples", "ok", "ok_pct", "spill",
+    "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
+    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "seconds", "cpu", "nvcc_version",
+    "tvm_version", "date",
+)  # fmt: skip
+FAIL_KINDS = ("spill", "registers", "shared_memory", "nvcc", "build")
+COUNT_TABLE = (
+    "case", "state", "samples", "ok", "ok_pct", *FAIL_KINDS, "other", "regs_min", "regs_median",
+    "regs_max", "shared_mismatch", "no_param_arg", "seconds",
+)  # fmt: skip
+REPORT_COLUMNS = (
+    "case", "op", "shape", "dtype", "status", "trials", "valid", "valid_pct", "heronlike_ms",
+    "baseline", "baseline_ms", "ratio", "heronlike_tflops", "baseline_tflops", "gpu",
+    "compute_capability", "driver", "measured", "date",
+)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# cases and host
+
+
+def heron_to_params(op: str, heron_args: Sequence[int]) -> dict[str, int]:
+    """Keyword arguments of ``heronlike.ops.<op>`` from Heron's TensorCore argument order:
+
+    * GEMM ``(M, K, N)`` -> ``gemm(M, N, K)`` (``C = X @ W.T``, ``W`` is ``N x K``);
+    * BMM ``(B, M, K, N)`` -> ``bmm(B, M, N, K)``;
+    * C2D ``(N, H, W, CI, CO, KH, KW, stride, pad, dilation)`` -> the same order.
+    """
+    a = list(heron_args)
+    if op == "gemm":
+        M, K, N = a
+        return {"M": M, "N": N, "K": K}
+    if op == "bmm":
+        B, M, K, N = a
+        return {"B": B, "M": M, "N": N, "K": K}
+    if op == "c2d":
+        names = ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation")
+        return dict(zip(names, a, strict=True))
+    raise ValueError(f"no TensorCore case conversion for {op!r}")
+
+
+def case_compute(case: str) -> tuple[str, dict[str, int], Any]:
+    """``(op, params in heronlike order, te compute)`` of a case name."""
+    from heronlike import ops
+
+    op, heron_args = TC_CASES[case]
+    params = heron_to_params(op, heron_args)
+    return op, params, getattr(ops, op)(**params, dtype=DTYPE)
+
+
+def shape_text(params: dict[str, int]) -> str:
+    """``"M=1024 N=1024 K=1024"``: the shape in heronlike.ops argument order."""
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def parse_cases(text: str | None) -> list[str]:
+    """Case names from ``"G1,B1"`` (default: all), checked against :data:`TC_CASES`."""
+    if not text:
+        return list(TC_CASES)
+    cases = [c.strip().upper() for c in text.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in TC_CASES]
+    if unknown:
+        raise SystemExit(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(TC_CASES)}")
+    return cases
+
+
+def why_failed(exc: BaseException) -> str:
+    """``"unsupported: ..."`` for heronlike's typed errors (e.g. a shape the rules cannot map),
+    ``"error: ..."`` for anything else (e.g. TVM rejecting a schedule); one line, shortened."""
+    from heronlike.errors import HeronlikeError
+
+    kind = "unsupported" if isinstance(exc, HeronlikeError) else "error"
+    text = " ".join(str(exc).split())
+    return f"{kind}: {type(exc).__name__}: {text[:600]}"
+
+
+def target_string(arch: str) -> str:
+    """The heronlike target string for ``arch``."""
+    return f"cuda -tensorcore -arch={arch}"
+
+
+def host_info() -> dict[str, str]:
+    """CPU model, nvcc release, TVM version and the date, for every CSV row."""
+    import tvm
+
+    from heronlike.measure.cuda import nvcc_version
+
+    cpu = platform_cpu()
+    return {
+        "cpu": f"{cpu} ({os.cpu_count()} cores)",
+        "nvcc_version": nvcc_version() or "none",
+        "tvm_version": tvm.__version__,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def platform_cpu() -> str:
+    """The ``model name`` of /proc/cpuinfo (or the platform's processor string)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
+def write_rows(
+    path: Path, rows: list[dict[str, Any]], columns: Sequence[str], key: Sequence[str]
+) -> None:
+    """Write ``rows`` to the CSV ``path``, keeping the earlier rows whose ``key`` columns (e.g.
+    case and arch) differ from every new row's: a rerun of a case replaces its row."""
+
+    def ident(row: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(row.get(k, "")) for k in key)
+
+    new_keys = {ident(row) for row in rows}
+    kept: list[dict[str, Any]] = []
+    if path.is_file():
+        with path.open(newline="") as f:
+            kept = [r for r in csv.DictReader(f) if ident(r) not in new_keys]
+    order = {c: i for i, c in enumerate(TC_CASES)}
+    merged = sorted(kept + rows, key=lambda r: (order.get(r["case"], 99), ident(r)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        for row in merged:
+            writer.writerow({c: "" if row.get(c) is None else row.get(c) for c in columns})
+    tmp.replace(path)
+
+
+def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Print ``rows`` as an aligned text table of ``columns``."""
+    cells = [[str("" if r.get(c) is None else r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+# ------------------------------------------------------------------------------------------------
+# count
+
+
+def csp_shared_bytes(assignment: dict[str, int]) -> int:
+    """Shared bytes per block the CSP planned: the sum of its ``<stage>.shared.bytes``."""
+    return sum(v for k, v in assignment.items() if re.fullmatch(r"[^.]+\.shared\.bytes", k))
+
+
+def count_case(case: str, samples: int, arch: str, seed: int, timeout_s: float) -> dict[str, Any]:
+    """Build ``samples`` distinct RandSAT samples of ``case`` and count the outcomes."""
+    import tvm
+
+    from heronlike.measure import BuildInput
+    from heronlike.sampler import RandSAT
+    from heronlike.space import generate_space
+
+    op, params, compute = case_compute(case)
+    row: dict[str, Any] = {"case": case, "op": op, "shape": shape_text(params), "arch": arch}
+    row["dtype"] = DTYPE_LABEL
+    t0 = time.perf_counter()
+    try:
+        space = generate_space(compute, target_string(arch))
+        assignments = RandSAT(space.csp, seed=seed).sample(samples)
+    except Exception as exc:  # noqa: BLE001 - reported per case, the other cases go on
+        row["status"] = why_failed(exc)
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        return row
+    kinds: dict[str, int] = {}
+    inputs, planned = [], []
+    tgt = space.target
+    for a in assignments:
+        try:
+            mod_json = tvm.ir.save_json(space.apply(a).mod)
+        except Exception:  # noqa: BLE001 - a schedule TVM rejects is a failed sample
+            kinds["schedule"] = kinds.get("schedule", 0) + 1
+            continue
+        inputs.append(BuildInput(mod_json, tgt.tvm_target(), tgt.build_options()))
+        planned.append(csp_shared_bytes(a))
+    builder = tgt.make_builder(timeout_s=timeout_s)
+    try:
+        results = builder.build(inputs)
+    finally:
+        builder.close()
+    regs, mismatch, no_param = [], 0, 0
+    for res, shared in zip(results, planned, strict=True):
+        if not res.ok:
+            kinds[res.error_kind] = kinds.get(res.error_kind, 0) + 1
+            continue
+        regs.append(max((k["registers"] for k in res.info["kernels"].values()), default=0))
+        built = max((launch["dynamic_shared_bytes"] for launch in res.info["launches"]), default=0)
+        mismatch += built != shared
+        no_param += any(i is None for launch in res.info["launches"] for i in launch["args"])
+    ok = len(regs)
+    others = {k: v for k, v in kinds.items() if k not in FAIL_KINDS}
+    row.update(
+        status="ok" if ok else "no candidate built",
+        samples=len(assignments),
+        ok=ok,
+        ok_pct=round(100.0 * ok / max(1, len(assignments)), 1),
+        other=sum(others.values()),
+        other_kinds=" ".join(f"{k}:{v}" for k, v in sorted(others.items())),
+        regs_min=min(regs) if regs else None,
+        regs_median=statistics.median(regs) if regs else None,
+        regs_max=max(regs) if regs else None,
+        shared_mismatch=mismatch,
+        no_param_arg=no_param,
+        seconds=round(time.perf_counter() - t0, 1),
+        **{k: kinds.get(k, 0) for k in FAIL_KINDS},
+    )
+    return row
+
+
+def cmd_count(args: argparse.Namespace) -> int:
+    """``count``: compile-success statistics per case; one CSV row per case, written as each
+    case finishes."""
+    info = host_info()
+    print(f"# {info['cpu']}, nvcc {info['nvcc_version']}, TVM {info['tvm_version']}", flush=True)
+    t0 = time.perf_counter()
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - once per process, not in a case's time
+
+    print(f"# TVM's CUDA intrinsic generators imported in {time.perf_counter() - t0:.1f} s")
+    out = Path(args.out)
+    rows = []
+    for case in parse_cases(args.cases):
+        try:
+            row = count_case(case, args.samples, args.arch, args.seed, args.build_timeout)
+        except Exception as exc:  # noqa: BLE001 - one case's failure does not stop the others
+            row = {"case": case, "op": TC_CASES[case][0], "arch": args.arch}
+            row["status"] = why_failed(exc)
+        row.update(info)
+        row["state"] = str(row["status"]).split(":")[0]
+        rows.append(row)
+        write_rows(out, [row], COUNT_COLUMNS, ("case", "arch"))
+        print(f"{case}: {row['status'][:200]} ({row.get('seconds')} s)", flush=True)
+    print()
+    print_table(rows, COUNT_TABLE)
+    for row in rows:
+        if not str(row["status"]).startswith("ok"):
+            print(f"{row['case']}: {row['status']}")
+    print(f"wrote {out}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# bundle
+
+
+def tree_bytes(path: Path) -> int:
+    """Total size of the files under ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def merge_bundles(parts: list[tuple[str, Path]], dest: Path) -> Path:
+    """One bundle holding every candidate of ``parts`` (``(label, bundle folder)``), with ids
+    prefixed by the label (e.g. ``G1_r000_c00003``) so they stay unique. Workloads are kept once
+    per key; the timing policy is the first part's."""
+    from heronlike.measure.bundle import load_bundle, write_bundle
+
+    workloads: dict[str, dict[str, Any]] = {}
+    candidates = []
+    policy: dict[str, Any] = {}
+    for label, folder in parts:
+        bundle = load_bundle(folder)
+        policy = policy or bundle["policy"]
+        for w in bundle["workloads"]:
+            workloads.setdefault(w["workload_key"], w)
+        for cand in bundle["candidates"]:
+            src = folder / "cands" / cand["id"]
+            candidates.append({**cand, "id": f"{label}_{cand['id']}", "artifact_dir": src})
+    return write_bundle(
+        dest,
+        list(workloads.values()),
+        candidates,
+        repeat=policy["repeat"],
+        warmup=policy["warmup"],
+        number=policy["number"],
+        flush_l2_bytes=policy["flush_l2_bytes"],
+        timeout_s=policy["timeout_s"],
+        baselines=policy["baselines"],
+    )
+
+
+def repo_relative(path: Path) -> str:
+    """``path`` relative to the repository root when inside it (as the device tool wants)."""
+    path = path.resolve()
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def gpu_instructions(bundles: list[Path], out_dir: Path) -> str:
+    """How to run ``bundles`` on the GPU machine and bring the results back."""
+    rel = [repo_relative(b) for b in bundles]
+    carry = rel if len(rel) <= 8 else [repo_relative(out_dir)]
+    size = sum(tree_bytes(REPO_ROOT / c if not Path(c).is_absolute() else Path(c)) for c in carry)
+    loop = " ".join(shlex.quote(r) for r in rel)
+    command = (
+        f"for d in {loop}; do python3 $d/run_bundle.py $d; done; "
+        f"for d in {loop}; do mkdir -p $OUT/$d && cp $d/results.json $OUT/$d/; done"
+    )
+    lines = [
+        f"carry: {json.dumps(carry)}  ({size / 2**20:.1f} MiB; the device tool carries <= 64 MiB)",
+        f"command (repository root on the GPU machine; needs numpy, CuPy, PyTorch):\n  {command}",
+        "then here: cp -r <files_at>/. . (puts each results.json next to its bundle.json), and\n"
+        f"  .venv/bin/python benchmarks/tensorcore.py import --bundles {repo_relative(out_dir)}",
+    ]
+    if size > 64 * 2**20:
+        lines.append("WARNING: over 64 MiB: use a smaller --batch-size or fewer --cases per call")
+    return "\n".join(lines)
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    """``bundle``: ``--rounds`` prepare_bundle rounds per case, each in ``OUT/<case>/round<k>``
+    (numbered after the rounds already there), optionally merged into ``OUT/merged_<stamp>``.
+
+    Rounds prepared in one call get no measurements in between (each uses its own seed, and the
+    records' earlier trials); for feedback, run the bundle, import it and call ``bundle`` again.
+    """
+    from heronlike.offline import prepare_bundle
+
+    out = Path(args.out)
+    made: list[tuple[str, Path]] = []
+    for case in parse_cases(args.cases):
+        _, _, compute = case_compute(case)
+        case_dir = out / case
+        first = len(list(case_dir.glob("round*"))) if case_dir.is_dir() else 0
+        for k in range(first, first + args.rounds):
+            try:
+                res = prepare_bundle(
+                    compute,
+                    target_string(args.arch),
+                    case_dir / f"round{k:03d}",
+                    batch_size=args.batch_size,
+                    explorer=args.explorer,
+                    seed=args.seed + k,
+                    records=args.records,
+                )
+            except Exception as exc:  # noqa: BLE001 - reported per case, the other cases go on
+                print(f"{case} round {k}: {why_failed(exc)}", flush=True)
+                break
+            print(f"{case} round {k}: {res.summary()}", flush=True)
+            if res.bundle is not None:
+                made.append((f"{case}_r{k:03d}", res.bundle))
+    if not made:
+        print("no bundle written")
+        return 1
+    bundles = [path for _, path in made]
+    if args.merge:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        bundles = [merge_bundles(made, out / f"merged_{stamp}")]
+        print(f"merged {len(made)} bundles into {bundles[0]}")
+    total = sum(tree_bytes(b) for b in bundles)
+    print(f"\n{len(bundles)} bundle(s), {total / 2**20:.1f} MiB in all:")
+    for b in bundles:
+        print(f"  {repo_relative(b)}  {tree_bytes(b) / 2**20:.1f} MiB")
+    print(gpu_instructions(bundles, out))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# import
+
+
+def find_results(folder: Path) -> list[Path]:
+    """Every bundle folder under ``folder`` (itself included) that holds a ``results.json``."""
+    found = (p.parent for p in folder.rglob("results.json"))
+    return sorted(d for d in found if (d / "bundle.json").is_file())
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``import``: every ``results.json`` under ``--bundles`` into ``--records``."""
+    from heronlike.errors import BundleError
+    from heronlike.measure.bundle import import_results
+
+    found = find_results(Path(args.bundles))
+    if not found:
+        print(f"no results.json under {args.bundles}")
+        return 1
+    status = 0
+    for folder in found:
+        try:
+            s = import_results(folder, args.records, allow_standin=args.allow_standin)
+        except BundleError as exc:
+            print(f"{repo_relative(folder)}: not imported: {exc}")
+            status = 1
+            continue
+        failed = ", ".join(f"{k}:{v}" for k, v in sorted(s.failed.items())) or "none"
+        print(
+            f"{repo_relative(folder)}: {s.imported} imported, {s.skipped} already there, "
+            f"{s.missing} without result; failed: {failed}; device: {s.device}"
+            + (" (STAND-IN: fake latencies)" if s.standin else "")
+        )
+    return status
+
+
+# ------------------------------------------------------------------------------------------------
+# report
+
+
+def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
+    """Workload key -> the newest real (not stand-in) GPU run with a timed baseline of it:
+    ``{"baseline": entry, "device", "compute_capability", "driver", "date", "path"}``."""
+    runs: dict[str, dict[str, Any]] = {}
+    for bundle_dir in find_results(folder) if folder.is_dir() else []:
+        try:
+            results = json.loads((bundle_dir / "results.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if results.get("standin"):
+            continue
+        for wk, base in (results.get("baselines") or {}).items():
+            if base.get("latency_s") is None:
+                continue
+            run = {k: results.get(k) for k in ("device", "compute_capability", "driver", "date")}
+            if wk not in runs or str(run["date"]) > str(runs[wk]["date"]):
+                runs[wk] = {**run, "baseline": base, "path": bundle_dir}
+    return runs
+
+
+def unsupported(compute: Any) -> str | None:
+    """Why no space can be generated for ``compute`` (:func:`why_failed`), else None."""
+    from heronlike.space import generate_space
+
+    try:
+        generate_space(compute, target_string("sm_90"))
+    except Exception as exc:  # noqa: BLE001
+        return why_failed(exc)
+    return None
+
+
+def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dict[str, Any]:
+    """One report row: heronlike's best from the records, the baseline of the same workload."""
+    from heronlike.dag import ComputeDAG
+
+    op, params, compute = case_compute(case)
+    dag = ComputeDAG.from_compute(compute)
+    wk, flop = dag.workload_key, dag.flop()
+    row: dict[str, Any] = {"case": case, "op": op, "shape": shape_text(params)}
+    row["dtype"] = DTYPE_LABEL
+    trials = db.trials(wk, target_key)
+    valid = [t for t in trials if t.ok]
+    row.update(trials=len(trials), valid=len(valid))
+    row["valid_pct"] = round(100.0 * len(valid) / len(trials), 1) if trials else None
+    run = runs.get(wk)
+    if valid:
+        best = min(t.latency_s for t in valid)
+        row.update(heronlike_ms=round(best * 1e3, 5), heronlike_tflops=round(flop / best / 1e12, 2))
+    if run:
+        base = run["baseline"]
+        lat = float(base["latency_s"])
+        row.update(
+            baseline=base.get("name"),
+            baseline_ms=round(lat * 1e3, 5),
+            baseline_tflops=round(flop / lat / 1e12, 2),
+            gpu=run["device"],
+            compute_capability=run["compute_capability"],
+            driver=run["driver"],
+            measured=run["date"],
+        )
+        if not base.get("correct"):
+            row["baseline"] = f"{base.get('name')} (check failed: {base.get('error_msg')})"
+    if valid and run:
+        row["ratio"] = round(lat / best, 3)
+        row["status"] = "ok"
+    elif not trials:
+        row["status"] = unsupported(compute) or "no trials in the records"
+    elif not valid:
+        kinds = sorted({t.error_kind or "?" for t in trials})
+        row["status"] = "no GPU measurement (trials: " + ", ".join(kinds) + ")"
+    else:
+        row["status"] = "no baseline from a GPU run"
+    return row
+
+
+def plot_report(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Latency of heronlike and the baseline per case (log scale) and their ratio."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError:
+        print("--plot: matplotlib is not installed (pip install -e '.[bench]')")
+        return False
+    cases = [r["case"] for r in rows]
+    xs = range(len(cases))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(5.0, 0.7 * len(cases) + 2), 5.5), dpi=100)
+    for dx, key, label in ((-0.2, "heronlike_ms", "heronlike"), (0.2, "baseline_ms", "PyTorch")):
+        ys = [float(r[key]) if r.get(key) is not None else float("nan") for r in rows]
+        ax1.bar([x + dx for x in xs], ys, 0.4, label=label)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("latency, ms")
+    ax1.legend()
+    ratios = [float(r["ratio"]) if r.get("ratio") is not None else float("nan") for r in rows]
+    ax2.bar(list(xs), ratios, 0.6, color="tab:green")
+    ax2.axhline(1.0, color="black", linewidth=0.8)
+    ax2.set_ylabel("PyTorch / heronlike")
+    for ax in (ax1, ax2):
+        ax.set_xticks(list(xs), cases)
+    gpus = sorted({str(r["gpu"]) for r in rows if r.get("gpu")})
+    fig.suptitle(f"heronlike TensorCore fp16->fp32 on {', '.join(gpus) or 'no GPU'}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report``: per case best heronlike latency vs the PyTorch baseline; CSV (and plot)."""
+    from heronlike.records import Records
+    from heronlike.target import get_target
+
+    target_key = get_target(target_string(args.arch)).key
+    runs = gpu_runs(Path(args.bundles))
+    date = datetime.datetime.now().isoformat(timespec="seconds")
+    with Records(args.records) as db:
+        rows = [report_row(c, db, target_key, runs) for c in parse_cases(args.cases)]
+    for row in rows:
+        row["date"] = date
+    gpus = sorted({str(r["gpu"]) for r in rows if r.get("gpu")})
+    slug = re.sub(r"[^a-z0-9]+", "_", (gpus[0] if gpus else "nogpu").lower().replace("nvidia", ""))
+    out = Path(args.out or RESULTS / f"tensorcore_{slug.strip('_')}.csv")
+    write_rows(out, rows, REPORT_COLUMNS, ("case",))
+    print_table(rows, ("case", "trials", "valid_pct", "heronlike_ms", "baseline_ms", "ratio",
+                       "heronlike_tflops", "baseline_tflops", "status"))  # fmt: skip
+    if len(gpus) > 1:
+        print(f"WARNING: baselines come from several GPUs: {', '.join(gpus)}")
+    print(f"GPU: {', '.join(gpus) or 'none (no GPU measurement yet)'}; wrote {out}")
+    if args.plot and plot_report(rows, out.with_suffix(".png")):
+        print(f"wrote {out.with_suffix('.png')}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--cases", help=f"comma-separated, default all: {','.join(TC_CASES)}")
+        p.add_argument("--arch", default="sm_90", help="nvcc arch (default sm_90)")
+
+    p = sub.add_parser("count", help="build RandSAT samples per case and count the outcomes")
+    common(p)
+    p.add_argument("--samples", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--build-timeout", type=float, default=120.0, help="seconds per candidate")
+    p.add_argument("--out", default=str(RESULTS / "tensorcore_compile.csv"))
+    p.set_defaults(fn=cmd_count)
+
+    p = sub.add_parser("bundle", help="one prepare_bundle round per case, for the GPU machine")
+    common(p)
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--explorer", default="random")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--records", default=str(DEFAULT_RECORDS))
+    p.add_argument("--out", default=str(DEFAULT_BUNDLES))
+    p.add_argument("--merge", action="store_true", help="also merge all rounds into one bundle")
+    p.set_defaults(fn=cmd_bundle)
+
+    p = sub.add_parser("import", help="import every results.json under --bundles")
+    p.add_argument("--bundles", default=str(DEFAULT_BUNDLES))
+    p.add_argument("--records", default=str(DEFAULT_RECORDS))
+    p.add_argument("--allow-standin", action="store_true", help="tests only: fake latencies")
+    p.set_defaults(fn=cmd_import)
+
+    p = sub.add_parser("report", help="heronlike vs PyTorch per case from records and results")
+    common(p)
+    p.add_argument("--records", default=str(DEFAULT_RECORDS))
+    p.add_argument("--bundles", default=str(DEFAULT_BUNDLES))
+    p.add_argument("--out", help="CSV (default benchmarks/results/tensorcore_<gpu>.csv)")
+    p.add_argument("--plot", action="store_true", help="also write <out>.png")
+    p.set_defaults(fn=cmd_report)
+
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
