@@ -17,7 +17,8 @@ class BuiltKernel:
 
     Call it with the compute's *input* arrays (numpy, logical layouts, in parameter order);
     it pre-packs the parameters the kernel takes in a packed layout, allocates the outputs,
-    runs the kernel on the CPU and returns the output array (a tuple for several outputs).
+    runs the kernel on the target's device (the CPU; a local GPU for TensorCore) and returns
+    the output array in the compute's own shape (a tuple for several outputs).
 
     Attributes:
         space: the space the program comes from.
@@ -65,7 +66,9 @@ class BuiltKernel:
                 want, got = f"{p.dtype}{list(p.shape)}", f"{arr.dtype}{list(arr.shape)}"
                 raise ValueError(f"input {p.name} must be {want}, got {got}")
             arrays.append(arr)
-        dev = tvm.cpu()
+        from .measure.runner import parse_device
+
+        dev = tvm.device(*parse_device(self.space.target.device))  # the target's device
         tensors = [tvm.runtime.tensor(a, dev) for a in self.space.prepare_args(arrays)]
         self.executable["main"](*tensors)
         result = tuple(

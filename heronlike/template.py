@@ -219,12 +219,26 @@ def tensorize_last(sch: s_tir.Schedule, block: Any, count: int, intrinsic: str) 
     sch.tensorize(sch.get_loops(block)[-count], intrinsic)
 
 
+def software_pipeline(sch: s_tir.Schedule, loop: Any, enabled: int) -> None:
+    """When ``enabled``, pipeline ``loop`` in two stages: its children but the last (the
+    shared-memory fetches) run one iteration ahead of the last (the computation), which TVM's
+    ``InjectSoftwarePipeline`` implements with two versions of each buffer they write."""
+    if not enabled:
+        return
+    children = len(sch.get_child_blocks(loop))
+    body = sch.get(loop).body
+    count = len(body.seq) if hasattr(body, "seq") else children
+    sch.annotate(loop, "software_pipeline_stage", [0] * (count - 1) + [1])
+    sch.annotate(loop, "software_pipeline_order", list(range(count)))
+
+
 _HELPERS = {
     "vectorize_innermost": vectorize_innermost,
     "parallelize_vectorize": parallelize_vectorize,
     "cooperative_fetch": cooperative_fetch,
     "tensorize_tile": tensorize_tile,
     "tensorize_last": tensorize_last,
+    "software_pipeline": software_pipeline,
 }
 
 

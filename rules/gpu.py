@@ -16,16 +16,20 @@ For a stage matched to an intrinsic *group* (:attr:`heronlike.intrinsic.Intrinsi
   ``R0`` the shared-memory step, ``R1`` the fragment step, ``T`` the intrinsic;
 * shared loads are cooperative: all ``32 × warps`` threads fetch vectors of 1–8 elements
   (at most 16 bytes), and rows are padded by a ``storage_align`` offset from a candidate set;
-* ``pragma_auto_unroll_max_step`` on the block loop is a categorical knob.
+* ``pragma_auto_unroll_max_step`` on the block loop is a categorical knob;
+* a knob turns on software pipelining of the outer reduction loop (TVM's
+  ``software_pipeline_stage``/``order`` annotations): the shared tiles of the next step are
+  fetched into a second buffer while this step's fragments are multiplied.
 
 Constraints (C1–C6 plus the GPU limits): threads per block ``32 · warps ≤ 1024``; shared
-memory per block summed over both staged operands, dtype-aware, padding included, ``≤`` the
-target's ``shared`` capacity; accumulator registers per thread bounded; the cooperative
-fetch divides each staged tile exactly; row padding a multiple of the vector and smaller than
-the row. The shared bytes the CSP computes are exactly what the built kernel allocates.
+memory per block summed over both staged operands, dtype-aware, padding included, doubled
+when pipelined, ``≤`` the target's ``shared`` capacity; accumulator and operand-fragment
+registers per thread, and per block, bounded; the cooperative fetch divides each staged tile
+exactly; row padding a multiple of the vector and smaller than the row.
+The shared bytes the CSP computes are exactly what the built kernel allocates.
 
-Not done (TVM 0.27 can pipeline with ``software_pipeline_*`` loop annotations, but the space
-does not offer it yet): double-buffered shared memory, split-K, swizzled layouts.
+Not done: asynchronous copies (``cp.async``, sm_80+), split-K, swizzled layouts,
+``mma.sync``/``ldmatrix`` intrinsics.
 """
 
 from __future__ import annotations
@@ -198,11 +202,22 @@ class TensorCoreTiling(Rule):
         shared_bytes: list[Operand] = []
         for role, (acc, shared, _), dims in zip(("a", "b"), staged, tiles, strict=True):
             shared_bytes.append(self._stage_in_shared(ctx, stage, role, acc, dims, shared, warps))
+        # software pipelining (TVM's InjectSoftwarePipeline): the next R0 step's shared tiles
+        # are fetched while this one's fragments are multiplied, into a second copy of each
+        # shared buffer (double buffering)
+        pipeline = csp.var(
+            f"{stage}.pipeline", 0, 1, knob=True, doc="double-buffered shared memory"
+        )
+        versions = csp.var(f"{stage}.shared.versions", 1, 2)
+        csp.add(Sum(versions, (pipeline, 1)))
+        ctx.step("software_pipeline", Sym(r0.sym), Ref(pipeline))
+        hi = sum(csp.vars[b].hi if isinstance(b, str) else b for b in shared_bytes)
+        one = csp.var(f"{stage}.shared.bytes_per_version", 0, hi)
+        csp.add(Sum(one, tuple(shared_bytes)))
+        total = csp.var(f"{stage}.shared.bytes", 0, 2 * hi, doc="shared memory per block")
+        csp.add(Prod(total, (one, versions)))
         level = ctx.target.memory_level("shared")
         if level is not None:
-            hi = sum(csp.vars[b].hi if isinstance(b, str) else b for b in shared_bytes)
-            total = csp.var(f"{stage}.shared.bytes", 0, hi, doc="shared memory per block")
-            csp.add(Sum(total, tuple(shared_bytes)))
             csp.add(Le(total, level.capacity_bytes))
 
         # threads and accumulator registers
@@ -237,7 +252,7 @@ class TensorCoreTiling(Rule):
             operand_regs.append(regs)
         # the register file: every thread of the block holds its accumulators, its operand
         # fragments, addresses and indices (a reserve); ptxas checks the real count
-        hi = acc_hi + sum(csp.vars[r].hi for r in operand_regs) + self.register_reserve  # type: ignore[index]
+        hi = acc_hi + sum(_upper(csp, r) for r in operand_regs) + self.register_reserve
         per_thread = csp.var(f"{stage}.registers", 1, hi)
         csp.add(Sum(per_thread, (acc_regs, *operand_regs, self.register_reserve)))
         csp.add(Le(per_thread, self.registers_per_thread))
