@@ -20,10 +20,6 @@ def compare(actual: np.ndarray, expected: np.ndarray, rtol: float) -> str | None
             outputs, which must be bit-exact); otherwise ``np.allclose(actual, expected,
             rtol=rtol, atol=rtol)`` semantics apply element-wise. NaNs never compare equal.
 
-    A kernel output of another layout than the reference's is viewed back first: a row-major
-    reshape (same size, other rank) is reshaped, a zero-padded one (same rank, no dimension
-    smaller) is cut to the reference's shape.
-
     Returns:
         ``None`` when the arrays match, else a short one-line message naming the shape or dtype
         mismatch, or the maximum absolute error, the number of mismatching elements and the
@@ -31,16 +27,6 @@ def compare(actual: np.ndarray, expected: np.ndarray, rtol: float) -> str | None
     """
     actual = np.asarray(actual)
     expected = np.asarray(expected)
-    if (
-        actual.shape != expected.shape
-        and actual.size == expected.size
-        and actual.ndim != expected.ndim
-    ):
-        actual = actual.reshape(expected.shape)  # a kernel parameter normalized by a reshape
-    elif actual.ndim == expected.ndim and all(
-        a >= e for a, e in zip(actual.shape, expected.shape, strict=True)
-    ):
-        actual = actual[tuple(slice(0, e) for e in expected.shape)]  # a padded kernel output
     if actual.shape != expected.shape:
         return f"shape mismatch: got {actual.shape}, expected {expected.shape}"
     if actual.size == 0:

@@ -855,6 +855,14 @@ class GpuBackend:
     def run_baseline(self) -> dict[str, Any]:
         import torch
 
+        if not torch.cuda.is_available():  # a CPU-only PyTorch build
+            return {
+                "torch": torch.__version__,
+                "name": None,
+                "latency_s": None,
+                "correct": None,
+                "error_msg": f"torch {torch.__version__} has no CUDA device",
+            }
         torch.backends.cudnn.benchmark = True
         info: dict[str, Any] = {
             "torch": torch.__version__,
