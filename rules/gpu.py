@@ -77,10 +77,6 @@ class TensorCoreTiling(Rule):
         register_reserve: registers per thread assumed beside the accumulator and operand
             fragments (addresses, indices, fetch vectors); the sum is at most
             ``registers_per_thread`` and, times the block's threads, ``registers_per_block``.
-        max_fetch_iterations: the most cooperative-fetch iterations per thread and operand
-            (unrolled fetches keep every iteration's vector live: in a measured C1 sample,
-            spilling candidates fetched 12 to 224 times per thread; with at most 8, 3 of 100
-            candidates spilled, with at most 4, 1).
     """
 
     name = "TensorCore.MultiLevelTiling"
@@ -94,7 +90,6 @@ class TensorCoreTiling(Rule):
         register_reserve: int = 64,
         registers_per_block: int = 65536,
         registers_per_thread: int = 255,
-        max_fetch_iterations: int = 4,
     ) -> None:
         self.unroll_steps = tuple(unroll_steps)
         self.vector_bytes = vector_bytes
@@ -103,7 +98,6 @@ class TensorCoreTiling(Rule):
         self.register_reserve = register_reserve
         self.registers_per_block = registers_per_block
         self.registers_per_thread = registers_per_thread
-        self.max_fetch_iterations = max_fetch_iterations
 
     def condition(self, ctx: RuleContext, stage: str) -> bool:
         st = ctx.states[stage]
@@ -337,9 +331,6 @@ class TensorCoreTiling(Rule):
         csp.add(In(lanes, lane_options))
         iters = csp.var(f"{prefix}.iterations", 1, _size(acc.shape), doc="fetch iterations")
         csp.add(Prod(elems, (iters, warps, WARP_SIZE, lanes)))
-        # unrolled, every iteration's vector (and, for a gathered operand, its index
-        # arithmetic) is live in registers at once
-        csp.add(Le(iters, self.max_fetch_iterations))
         # a vector never crosses a row: the row and its padding are multiples of the vector
         row_vectors = csp.var(f"{prefix}.row_vectors", 1, _upper(csp, row))
         csp.add(Prod(row, (lanes, row_vectors)))
