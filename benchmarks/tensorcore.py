@@ -89,23 +89,19 @@ REPORT_COLUMNS = (
 
 
 def heron_to_params(op: str, heron_args: Sequence[int]) -> dict[str, int]:
-    """Keyword arguments of ``heronlike.ops.<op>`` from Heron's TensorCore argument order:
+    """Keyword arguments of ``heronlike.ops.<op>`` from Heron's TensorCore argument order.
 
-    * GEMM ``(M, K, N)`` -> ``gemm(M, N, K)`` (``C = X @ W.T``, ``W`` is ``N x K``);
-    * BMM ``(B, M, K, N)`` -> ``bmm(B, M, N, K)``;
-    * C2D ``(N, H, W, CI, CO, KH, KW, stride, pad, dilation)`` -> the same order.
+    For GEMM ``(M, K, N)``, BMM ``(B, M, K, N)`` and C2D (same order as ours) Heron's CUDA
+    configs use the orders of its DL Boost ones, so ``benchmarks/suite.py``'s conversion serves
+    both; C1D and C3D differ between Heron's targets and are not TensorCore cases here.
     """
-    a = list(heron_args)
-    if op == "gemm":
-        M, K, N = a
-        return {"M": M, "N": N, "K": K}
-    if op == "bmm":
-        B, M, K, N = a
-        return {"B": B, "M": M, "N": N, "K": K}
-    if op == "c2d":
-        names = ("N", "H", "W", "CI", "CO", "KH", "KW", "stride", "pad", "dilation")
-        return dict(zip(names, a, strict=True))
-    raise ValueError(f"no TensorCore case conversion for {op!r}")
+    if op not in ("gemm", "bmm", "c2d"):
+        raise ValueError(f"no TensorCore case conversion for {op!r}")
+    if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
+        sys.path.insert(0, str(REPO_ROOT))
+    from benchmarks.suite import heron_to_params as convert
+
+    return convert(op, heron_args)
 
 
 def case_compute(case: str) -> tuple[str, dict[str, int], Any]:

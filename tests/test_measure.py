@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -71,19 +70,6 @@ def _unbound_var_json() -> str:
     a = te.placeholder((16,), "float32", name="A")
     c = te.compute((16,), lambda i: a[i] + tvm.tirx.Cast("float32", n), name="C")
     return tvm.ir.save_json(tvm.IRModule({"main": te.create_prim_func([a, c])}))
-
-
-def _gcc_library(tmp: Path, name: str, body: str) -> str:
-    """A shared library exporting ``main`` through the TVM FFI symbol, built with gcc."""
-    src = tmp / f"{name}.c"
-    src.write_text(
-        "#include <stdint.h>\n"
-        "int __tvm_ffi_main(void* self, const void* args, int32_t n, void* ret) {\n"
-        f"  {body}\n  return 0;\n}}\n"
-    )
-    out = tmp / f"{name}.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-o", str(out), str(src)], check=True)
-    return str(out)
 
 
 @pytest.fixture(scope="module")
@@ -231,10 +217,12 @@ def test_run_failures_are_data(runner: LocalRunner, matmul_artifact, matmul_data
     assert results[0].latency_s is None and results[0].latencies_s == ()
 
 
-def test_run_crash_and_hang_replace_worker(runner, matmul_artifact, matmul_data, tmp) -> None:
+def test_run_crash_and_hang_replace_worker(
+    runner, matmul_artifact, matmul_data, tmp, gcc_library
+) -> None:
     args, expected, _ = matmul_data
-    crash = _gcc_library(tmp, "crash", "*(volatile int*)0 = 1;")
-    hang = _gcc_library(tmp, "hang", "volatile int x = 0; for (;;) { x++; }")
+    crash = gcc_library(tmp, "crash", "*(volatile int*)0 = 1;")
+    hang = gcc_library(tmp, "hang", "volatile int x = 0; for (;;) { x++; }")
     good = RunInput(matmul_artifact, args, expected, rtol=1e-4)
     pid = runner.worker_info()["pid"]
     old_timeout = runner.timeout_s

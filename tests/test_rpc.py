@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -78,19 +77,6 @@ def _start_server(tracker_port: int, key: str) -> rpc.Server:
     )
     _wait_registered(tracker_port, key)
     return server
-
-
-def _gcc_library(tmp: Path, name: str, body: str) -> str:
-    """A shared library exporting ``main`` through the TVM FFI symbol, built with gcc."""
-    src = tmp / f"{name}.c"
-    src.write_text(
-        "#include <stdint.h>\n"
-        "int __tvm_ffi_main(void* self, const void* args, int32_t n, void* ret) {\n"
-        f"  {body}\n  return 0;\n}}\n"
-    )
-    out = tmp / f"{name}.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-o", str(out), str(src)], check=True)
-    return str(out)
 
 
 def _matmul_json() -> str:
@@ -238,8 +224,10 @@ def test_dead_tracker_is_rpc_quickly(artifact, data) -> None:
     assert elapsed < 10
 
 
-def test_hung_kernel_times_out_and_the_device_recovers(tracker, server, artifact, data, tmp):
-    hang = _gcc_library(tmp, "hang", "volatile int x = 0; for (;;) { x++; }")
+def test_hung_kernel_times_out_and_the_device_recovers(
+    tracker, server, artifact, data, tmp, gcc_library
+):
+    hang = gcc_library(tmp, "hang", "volatile int x = 0; for (;;) { x++; }")
     good = RunInput(artifact, data["args"], data["expected"], rtol=1e-4)
     with RPCRunner(
         HOST, tracker.port, KEY, timeout_s=1.5, session_timeout_s=4.0, request_timeout_s=15.0
@@ -255,11 +243,11 @@ def test_hung_kernel_times_out_and_the_device_recovers(tracker, server, artifact
     assert elapsed < 20
 
 
-def test_segfault_on_device_is_crash(tracker, artifact, data, tmp) -> None:
+def test_segfault_on_device_is_crash(tracker, artifact, data, tmp, gcc_library) -> None:
     key = "heronlike-crash"
     srv = _start_server(tracker.port, key)
     try:
-        crash = _gcc_library(tmp, "crash", "*(volatile int*)0 = 1;")
+        crash = gcc_library(tmp, "crash", "*(volatile int*)0 = 1;")
         good = RunInput(artifact, data["args"], data["expected"], rtol=1e-4)
         with RPCRunner(HOST, tracker.port, key, request_timeout_s=3.0) as r:
             t0 = time.perf_counter()

@@ -1,0 +1,29 @@
+"""Fixtures shared by several test modules."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+def _gcc_library(tmp: Path, name: str, body: str) -> str:
+    """A shared library exporting ``main`` through the TVM FFI symbol, built with gcc."""
+    src = tmp / f"{name}.c"
+    src.write_text(
+        "#include <stdint.h>\n"
+        "int __tvm_ffi_main(void* self, const void* args, int32_t n, void* ret) {\n"
+        f"  {body}\n  return 0;\n}}\n"
+    )
+    out = tmp / f"{name}.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-o", str(out), str(src)], check=True)
+    return str(out)
+
+
+@pytest.fixture
+def gcc_library() -> Callable[[Path, str, str], str]:
+    """``gcc_library(tmp, name, c_body)``: a runnable artifact whose ``main`` runs ``c_body``
+    (a crash, a hang), for testing how runners survive bad kernels."""
+    return _gcc_library
