@@ -49,6 +49,10 @@ def test_pack_weight_matches_the_index_map() -> None:
 
 
 @pytest.mark.benchmark
+@pytest.mark.skipif(
+    not __import__("heronlike.dla_targets.dlboost", fromlist=["x"]).host_has_vnni(),
+    reason="the suite tunes DL Boost kernels: needs AVX512-VNNI",
+)
 def test_suite_runs_one_tiny_case_end_to_end(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
