@@ -61,3 +61,45 @@ class RunnerSpecError(HeronlikeError, ValueError):
 class BundleError(HeronlikeError, ValueError):
     """An offline measurement bundle or its results cannot be written, read or imported
     (malformed input, results of another bundle, or stand-in results refused)."""
+
+
+class VTAConfigError(HeronlikeError, ValueError):
+    """A VTA hardware configuration (:class:`heronlike.dla_targets.vta.VTAConfig`) is invalid:
+    an unknown or malformed ``vta_config.json`` key, a width the model cannot run, or a buffer
+    too small for one element."""
+
+
+class VTAProgramError(HeronlikeError, ValueError):
+    """A VTA instruction program is malformed: an instruction on the wrong engine, an SRAM or
+    DRAM access out of bounds, padding where none is allowed, a missing or misplaced FINISH."""
+
+
+class VTAFieldError(VTAProgramError):
+    """A VTA instruction or micro-op field does not fit its encoding width.
+
+    Attributes ``field``, ``width`` (bits), ``value`` and ``signed`` name the offender (their
+    defaults only let the exception be unpickled across processes)."""
+
+    def __init__(
+        self, message: str, *, field: str = "", width: int = 0, value: int = 0, signed: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.field = field
+        self.width = width
+        self.value = value
+        self.signed = signed
+
+
+class VTAHazardError(VTAProgramError):
+    """A VTA GEMM writes one accumulator address from micro-ops too close together in its
+    pipeline (the read-modify-write of the later one would miss the earlier write)."""
+
+
+class VTATokenError(VTAProgramError):
+    """The VTA dependency-token protocol is broken: tokens left in a queue at FINISH, an engine
+    still busy after FINISH, a token flag the instruction's engine has no queue for."""
+
+
+class VTADeadlockError(VTATokenError):
+    """A VTA engine waits for a dependency token that never arrives (or for a command-queue
+    slot that never frees): the program can never reach FINISH."""

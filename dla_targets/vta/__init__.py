@@ -1,0 +1,76 @@
+"""Our own model of VTA, the TVM Versatile Tensor Accelerator (numpy only, no TVM).
+
+apache-tvm 0.27 has no VTA and no package provides it (vta.md §1), so this package restates
+the public ISA and semantics in our own code (vta.md §4.2 option (a)):
+
+* :mod:`.config` — :class:`VTAConfig`, the ``vta_config.json`` keys, derived sizes and peaks;
+* :mod:`.isa` — opcodes, instructions, micro-ops, engines and token queues;
+* :mod:`.encoding` — field widths, range checks, 128-bit instruction / 32-bit micro-op codes;
+* :mod:`.program` — :class:`Program` (instructions, DRAM buffers, micro-op table), static checks;
+* :mod:`.builder` — :class:`ProgramBuilder`, a Python "JIT runtime" to assemble programs;
+* :mod:`.numerics` — bit-exact instruction semantics; :mod:`.hazards` — micro-op expansion,
+  bounds and the accumulator hazard;
+* :mod:`.timing` — per-instruction cycle costs (:class:`TimingParams`, uncalibrated);
+* :mod:`.simulator` — :func:`simulate`, the discrete-event model; :mod:`.report` —
+  :class:`SimReport`;
+* :mod:`.examples` — hand-written reference GEMM programs.
+
+This package defines no :class:`~heronlike.target.DLATarget` (yet): target discovery imports it
+and finds nothing to register.
+"""
+
+from .builder import ProgramBuilder, UopKernel
+from .config import VTAConfig
+from .encoding import check_fields, decode, decode_uop, encode, encode_uop
+from .isa import (
+    AluInsn,
+    AluOp,
+    Engine,
+    FinishInsn,
+    GemmInsn,
+    Instruction,
+    MemId,
+    MemInsn,
+    Opcode,
+    TokenQueue,
+    Uop,
+    engine_of,
+)
+from .program import DramBuffer, Program, validate_program
+from .report import EngineStats, SimReport
+from .simulator import SimResult, simulate, time_program
+from .timing import PLAUSIBLE_RANGES, UNCALIBRATED, TimingParams
+
+__all__ = [
+    "AluInsn",
+    "AluOp",
+    "DramBuffer",
+    "Engine",
+    "EngineStats",
+    "FinishInsn",
+    "GemmInsn",
+    "Instruction",
+    "MemId",
+    "MemInsn",
+    "Opcode",
+    "PLAUSIBLE_RANGES",
+    "Program",
+    "ProgramBuilder",
+    "SimReport",
+    "SimResult",
+    "TimingParams",
+    "TokenQueue",
+    "UNCALIBRATED",
+    "Uop",
+    "UopKernel",
+    "VTAConfig",
+    "check_fields",
+    "decode",
+    "decode_uop",
+    "encode",
+    "encode_uop",
+    "engine_of",
+    "simulate",
+    "time_program",
+    "validate_program",
+]
