@@ -31,6 +31,7 @@ from .errors import (  # noqa: E402
     HeronlikeError,
     HostFeatureError,
     InfeasibleSpaceError,
+    InvalidArgumentError,
     InvalidComputeError,
     NoTensorizableStageError,
     RecordsMismatchError,
@@ -52,6 +53,7 @@ _LAZY = {
     "generate_space": ("heronlike.space", "generate_space"),
     "prepare_bundle": ("heronlike.offline", "prepare_bundle"),
     "import_results": ("heronlike.measure.bundle", "import_results"),
+    "ErrorKind": ("heronlike.measure.kinds", "ErrorKind"),
 }
 
 
@@ -69,6 +71,7 @@ __all__ = [
     "HeronlikeError",
     "HostFeatureError",
     "InfeasibleSpaceError",
+    "InvalidArgumentError",
     "InvalidComputeError",
     "NoTensorizableStageError",
     "RecordsMismatchError",

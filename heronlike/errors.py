@@ -46,7 +46,14 @@ class SolverTimeoutError(HeronlikeError, RuntimeError):
 
 
 class RecordsMismatchError(HeronlikeError, ValueError):
-    """A records database holds no usable trial for the requested compute and target."""
+    """A records database cannot be used: the file is corrupted, belongs to another application
+    or a newer schema, or holds no usable trial for the requested compute and target. The
+    message names the file."""
+
+
+class InvalidArgumentError(HeronlikeError, ValueError):
+    """An argument of a public function or CLI command has a bad value or type; the message
+    names the argument and what it accepts (e.g. ``trials must be an integer >= 1, got 0``)."""
 
 
 class UnknownExplorerError(HeronlikeError, ValueError):
@@ -103,3 +110,4 @@ class VTATokenError(VTAProgramError):
 class VTADeadlockError(VTATokenError):
     """A VTA engine waits for a dependency token that never arrives (or for a command-queue
     slot that never frees): the program can never reach FINISH."""
+

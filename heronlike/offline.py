@@ -137,7 +137,7 @@ def prepare_bundle(
         HostFeatureError: nvcc is missing or rejects the arch. Other typed errors as
             :func:`heronlike.tune`.
     """
-    from .tuning import DEFAULT_RECORDS, _replay_history
+    from .session import DEFAULT_RECORDS, _replay_history
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")

@@ -23,26 +23,33 @@ All times are in seconds.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import RecordsMismatchError
 
-__all__ = ["SCHEMA_VERSION", "APPLICATION_TAG", "TrialRecord", "Records"]
+_T = TypeVar("_T")
+
+__all__ = ["SCHEMA_VERSION", "APPLICATION_TAG", "VERSION_KEYS", "TrialRecord", "Records"]
 
 SCHEMA_VERSION = 1
 """Version of the on-disk schema this module writes and reads."""
 
 APPLICATION_TAG = "heronlike-records"
 """Value of ``meta.application`` that marks a file as a heronlike records database."""
+
+VERSION_KEYS = ("heronlike", "tvm")
+"""The components whose versions must match for a stored trial to count as today's: another
+heronlike may have other rules or spaces, another TVM other code generation."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -182,6 +189,35 @@ def _row_to_record(row: sqlite3.Row | tuple[Any, ...]) -> TrialRecord:
     )
 
 
+def _corrupted(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says the file itself is bad (not a busy lock or a duplicate key)."""
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+        return False
+    text = str(exc).lower()
+    return not isinstance(exc, sqlite3.OperationalError) or any(
+        word in text for word in ("malformed", "not a database", "corrupt", "no such table")
+    )
+
+
+def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Turn SQLite's errors about a damaged file into :class:`RecordsMismatchError` naming it."""
+
+    @functools.wraps(method)
+    def wrapper(self: Records, *args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if not _corrupted(exc):
+                raise
+            raise RecordsMismatchError(
+                f"{self.path}: the records database is corrupted or not heronlike's ({exc}); "
+                "move it aside (its trials are lost unless a backup exists) or pass another "
+                "records path"
+            ) from exc
+
+    return wrapper
+
+
 class Records:
     """A heronlike records database in one SQLite file; one row per trial, committed as it
     happens.
@@ -215,7 +251,7 @@ class Records:
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise RecordsMismatchError(
-                f"{self.path}: not a heronlike records database ({exc})"
+                f"{self.path}: not a heronlike records database, or a corrupted one ({exc})"
             ) from exc
         except BaseException:
             conn.close()
@@ -228,6 +264,9 @@ class Records:
         """Validate an existing file, or create the schema in an empty one."""
         if self._table_names(conn):
             self._check_ours(conn)
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("; ".join(problems))
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             return
@@ -298,6 +337,7 @@ class Records:
         return self._conn
 
     @property
+    @_guarded
     def schema_version(self) -> int:
         """The schema version stored in the file's ``meta`` table."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -305,6 +345,7 @@ class Records:
 
     # -- writing --------------------------------------------------------------------------------
 
+    @_guarded
     def register_workload(
         self, workload_key: str, *, description: str, compute_text: str, target_key: str
     ) -> None:
@@ -320,6 +361,7 @@ class Records:
                 (workload_key, target_key, description, compute_text, time.time()),
             )
 
+    @_guarded
     def start_run(
         self,
         *,
@@ -355,6 +397,7 @@ class Records:
         assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
+    @_guarded
     def finish_run(self, run_id: int, *, best_latency_s: float | None, wall_s: float) -> None:
         """Close the header row of run ``run_id`` with its best latency (seconds, or ``None``
         when no trial succeeded) and its wall time in seconds.
@@ -370,6 +413,7 @@ class Records:
         if cur.rowcount == 0:
             raise KeyError(f"no run with id {run_id} in {self.path}")
 
+    @_guarded
     def run_info(self, run_id: int) -> dict[str, Any]:
         """The header row of run ``run_id`` as a dict (versions/options decoded from JSON).
 
@@ -385,6 +429,7 @@ class Records:
         d["options"] = json.loads(d.pop("options_json"))
         return d
 
+    @_guarded
     def add(self, record: TrialRecord, run_id: int | None = None) -> TrialRecord:
         """Insert one trial and commit immediately; return the record with ``created_at`` set.
 
@@ -403,7 +448,7 @@ class Records:
                     record.target_key,
                     _canonical_json({str(k): int(v) for k, v in record.assignment.items()}),
                     None if record.latency_s is None else float(record.latency_s),
-                    record.error_kind,
+                    None if record.error_kind is None else str(record.error_kind),
                     record.error_msg,
                     float(record.explore_s),
                     float(record.solve_s),
@@ -420,6 +465,7 @@ class Records:
 
     # -- reading --------------------------------------------------------------------------------
 
+    @_guarded
     def trials(self, workload_key: str, target_key: str) -> list[TrialRecord]:
         """All trials of (workload, target), ok or failed, in ``trial_index`` order."""
         rows = self._db.execute(
@@ -429,6 +475,7 @@ class Records:
         ).fetchall()
         return [_row_to_record(r) for r in rows]
 
+    @_guarded
     def count(self, workload_key: str, target_key: str) -> int:
         """Number of trials (ok or failed) stored for (workload, target)."""
         row = self._db.execute(
@@ -437,6 +484,7 @@ class Records:
         ).fetchone()
         return int(row[0])
 
+    @_guarded
     def next_trial_index(self, workload_key: str, target_key: str) -> int:
         """The trial index a resumed tune should use next: one past the highest stored."""
         row = self._db.execute(
@@ -445,10 +493,19 @@ class Records:
         ).fetchone()
         return 0 if row[0] is None else int(row[0]) + 1
 
-    def best(self, workload_key: str, target_key: str) -> TrialRecord | None:
-        """The ok trial with the lowest latency (ties: the earliest), or ``None`` if none is ok.
+    @_guarded
+    def best(
+        self,
+        workload_key: str,
+        target_key: str,
+        where: Callable[[TrialRecord], bool] | None = None,
+    ) -> TrialRecord | None:
+        """The ok trial with the lowest latency (ties: the earliest) for which ``where`` (if
+        given) is true, or ``None`` if there is none.
 
-        Failed trials (an error kind, or no latency) are never returned.
+        Failed trials (an error kind, or no latency) are never returned. ``where`` filters, for
+        example, trials whose assignment no longer fits today's space, or trials of another
+        heronlike version (:meth:`versions_of`).
         """
         rows = self._db.execute(
             f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
@@ -457,10 +514,45 @@ class Records:
         ).fetchall()
         for row in rows:
             rec = _row_to_record(row)
-            if rec.ok:
+            if rec.ok and (where is None or where(rec)):
                 return rec
         return None
 
+    @_guarded
+    def versions_of(self, workload_key: str, target_key: str) -> dict[int, dict[str, str]]:
+        """The component versions (``heronlike``, ``tvm`` …, as given to :meth:`start_run`)
+        of the run that recorded each trial of (workload, target), by trial index. Trials
+        recorded outside a run (e.g. the failed builds of an offline round) are absent."""
+        rows = self._db.execute(
+            "SELECT t.trial_index, r.versions_json FROM trials t JOIN runs r "
+            "ON t.run_id = r.run_id WHERE t.workload_key = ? AND t.target_key = ?",
+            (workload_key, target_key),
+        ).fetchall()
+        return {int(i): json.loads(v) for i, v in rows}
+
+    def split_by_version(
+        self,
+        workload_key: str,
+        target_key: str,
+        versions: Mapping[str, str],
+        keys: tuple[str, ...] = VERSION_KEYS,
+    ) -> tuple[list[TrialRecord], list[TrialRecord]]:
+        """The trials of (workload, target) as ``(today's, foreign)``: foreign ones were
+        recorded by a run whose version of any component in ``keys`` differs from
+        ``versions``. A trial recorded outside a run counts as today's.
+
+        A tune neither counts foreign trials toward its budget nor shows them to its explorer
+        (their latencies were measured with other code), and reports how many it skipped.
+        """
+        by_index = self.versions_of(workload_key, target_key)
+        today, foreign = [], []
+        for rec in self.trials(workload_key, target_key):
+            v = by_index.get(rec.trial_index)
+            same = v is None or all(v.get(k) == versions.get(k) for k in keys)
+            (today if same else foreign).append(rec)
+        return today, foreign
+
+    @_guarded
     def workloads(self) -> list[dict[str, Any]]:
         """One dict per (workload, target) known to the database, for listings.
 
@@ -501,6 +593,7 @@ class Records:
             for wk, tk, desc, n, n_ok, best in rows
         ]
 
+    @_guarded
     def workload_info(self, workload_key: str, target_key: str) -> dict[str, Any] | None:
         """The registered description and compute text of (workload, target), or ``None``."""
         row = self._db.execute(
@@ -518,6 +611,7 @@ class Records:
             "created_at": float(row[2]),
         }
 
+    @_guarded
     def export_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Write every trial as one JSON object per line to ``path``; return how many.
 

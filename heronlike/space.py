@@ -59,6 +59,19 @@ class Space:
     def workload_key(self) -> str:
         return self.logical.workload_key
 
+    def misfits(self, assignment: Mapping[str, int]) -> list[str]:
+        """Why ``assignment`` (e.g. a stored record's) is not a valid point of this space, as
+        text: variables it lacks or has beyond the CSP's, and every range or constraint it
+        breaks; empty when it fits. A record of an older space (other rules, other limits)
+        must be checked with this before it is rebuilt."""
+        missing = sorted(set(self.csp.vars) - set(assignment))
+        extra = sorted(set(assignment) - set(self.csp.vars))
+        out = [f"missing variable {v}" for v in missing[:5]]
+        out += [f"unknown variable {v}" for v in extra[:5]]
+        if not missing:
+            out += self.csp.violations(assignment)
+        return out
+
     def apply(self, assignment: Mapping[str, int]) -> s_tir.Schedule:
         """The candidate program for ``assignment`` as a TVM schedule.
 

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from heronlike.measure.kinds import ErrorKind
 from heronlike.measure.runner import ManagedWorker, short_error
 
 __all__ = ["BuildFunction", "BuildInput", "BuildResult", "Builder", "LocalBuilder", "build_llvm"]
@@ -46,6 +47,10 @@ class BuildInput:
     #: target-specific build options (e.g. TVM pass-context settings, nvcc flags); passed
     #: to the builder's build function unchanged
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: the candidate's CSP assignment, if known; :class:`LocalBuilder` hands it to the build
+    #: function as ``options["assignment"]``, so a target whose code generator works from the
+    #: template's parameters (rather than, or beside, the scheduled TIR) can use it
+    assignment: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,15 @@ def build_llvm(
             os.remove(path)
         except OSError:
             pass
-        return None, "build", short_error(exc), {}
+        return None, ErrorKind.BUILD, short_error(exc), {}
+
+
+def _options(inp: BuildInput) -> dict[str, Any]:
+    """The build function's options: the target's, plus the assignment when known."""
+    out = dict(inp.options)
+    if inp.assignment is not None:
+        out["assignment"] = dict(inp.assignment)
+    return out
 
 
 class LocalBuilder:
@@ -202,15 +215,15 @@ class LocalBuilder:
         try:
             artifact, kind, msg, info = worker.call(
                 self.build_fn,
-                (inp.mod_json, dict(inp.target), path, dict(inp.options)),
+                (inp.mod_json, dict(inp.target), path, _options(inp)),
                 timeout_s=timeout_s,
             )
         except TimeoutError:
-            artifact, kind, msg = None, "build_timeout", f"exceeded {timeout_s:g} s"
+            artifact, kind, msg = None, ErrorKind.BUILD_TIMEOUT, f"exceeded {timeout_s:g} s"
         except ChildProcessError:
-            artifact, kind, msg = None, "crash", "build worker process died"
+            artifact, kind, msg = None, ErrorKind.CRASH, "build worker process died"
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable target
-            artifact, kind, msg = None, "build", short_error(exc)
+            artifact, kind, msg = None, ErrorKind.BUILD, short_error(exc)
         finally:
             self._idle.put(worker)
         if kind is not None:

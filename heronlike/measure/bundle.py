@@ -46,8 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 from heronlike.errors import BundleError
 from heronlike.measure import run_bundle as script
+from heronlike.measure.kinds import ErrorKind
 from heronlike.measure.measurer import Measurement
-from heronlike.measure.runner import RunInput, RunResult, short_error
+from heronlike.measure.runner import OnRunResult, RunInput, RunResult, short_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from heronlike.records import Records
@@ -311,7 +312,7 @@ def _measurement(cand: Mapping[str, Any], res: Mapping[str, Any]) -> Measurement
     kind = res.get("error_kind")
     latency = res.get("latency_s") if kind is None else None
     if kind is None and latency is None:
-        kind, msg = "run", "no latency in the results"
+        kind, msg = ErrorKind.RUN, "no latency in the results"
     else:
         msg = res.get("error_msg")
     return Measurement(
@@ -530,8 +531,11 @@ class BundleRunner:
             if not path.exists():
                 return path
 
-    def run(self, inputs: Sequence[RunInput]) -> list[RunResult]:
-        """Measure ``inputs`` through one bundle; one :class:`RunResult` per input, in order."""
+    def run(
+        self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None
+    ) -> list[RunResult]:
+        """Measure ``inputs`` through one bundle; one :class:`RunResult` per input, in order.
+        The bundle runs as a whole, so ``on_result`` hears of every input at the end."""
         results: list[RunResult | None] = [None] * len(inputs)
         cands = []
         ids: dict[int, str] = {}
@@ -557,7 +561,10 @@ class BundleRunner:
             )
         if cands:
             self._run_bundle(cands, ids, results)
-        return [r if r is not None else _failed("no result") for r in results]
+        out = [r if r is not None else _failed("no result") for r in results]
+        for i, r in enumerate(out if on_result is not None else ()):
+            on_result(i, r)  # type: ignore[misc]
+        return out
 
     def _run_bundle(
         self, cands: list[dict[str, Any]], ids: dict[int, str], out: list[RunResult | None]
@@ -639,4 +646,4 @@ def _latencies(res: Mapping[str, Any] | None) -> tuple[float, ...]:
 
 
 def _failed(msg: str, run_s: float = 0.0) -> RunResult:
-    return RunResult(None, (), "run", msg, run_s)
+    return RunResult(None, (), ErrorKind.RUN, msg, run_s)

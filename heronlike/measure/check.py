@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["compare"]
+__all__ = ["compare", "poison"]
+
+#: seed of the integer poison pattern (fixed: a failing check is reproducible)
+POISON_SEED = 0x5EED
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, rtol: float) -> str | None:
@@ -55,3 +58,28 @@ def compare(actual: np.ndarray, expected: np.ndarray, rtol: float) -> str | None
         f"{n_bad}/{actual.size} elements differ (rtol={rtol:g}); max abs error {max_err:.6g}; "
         f"first at {first}: got {actual[first].item()!r}, expected {expected[first].item()!r}"
     )
+
+
+def poison(like: np.ndarray) -> np.ndarray:
+    """A fresh array of ``like``'s shape and dtype filled with a poison value, for an output
+    buffer before a checked call, so a kernel that never initialises (or only partly writes) its
+    output cannot pass the check by inheriting zeros.
+
+    Floats (float16/32/64, bfloat16): NaN everywhere (NaN never compares equal, and any
+    accumulation onto it stays NaN). Integers and bools: a fixed pseudo-random pattern over the
+    dtype's whole range (seed :data:`POISON_SEED`), so neither zero nor any single constant a
+    broken kernel might leave passes.
+
+    Raises:
+        TypeError: for a dtype that is neither numeric nor bool (e.g. object arrays).
+    """
+    like = np.asarray(like)
+    dtype = like.dtype
+    if dtype.kind == "f" or "float" in dtype.name:  # ml_dtypes' bfloat16 has kind 'V'
+        return np.full(like.shape, np.nan, dtype=dtype)
+    if dtype.kind in "iub":
+        rng = np.random.default_rng(POISON_SEED)
+        raw = rng.integers(0, 256, size=like.size * dtype.itemsize, dtype=np.uint8)
+        out = raw.view(dtype) if dtype.kind != "b" else (raw[: like.size] & 1).astype(bool)
+        return out.reshape(like.shape).copy()
+    raise TypeError(f"cannot poison an array of dtype {dtype}")

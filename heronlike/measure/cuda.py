@@ -30,6 +30,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+from heronlike.measure.kinds import ErrorKind
 from heronlike.measure.runner import short_error
 
 __all__ = [
@@ -325,7 +326,7 @@ def _check_limits(
     """The first violated limit as ``(error_kind, message)``, else ``None``."""
     for name, k in kernels.items():
         if k["spill_stores_bytes"] > 0 or k["spill_loads_bytes"] > 0:
-            return "spill", (
+            return ErrorKind.SPILL, (
                 f"{name} spills: {k['spill_stores_bytes']} bytes stores, "
                 f"{k['spill_loads_bytes']} bytes loads"
             )
@@ -334,18 +335,20 @@ def _check_limits(
     max_shared = int(options.get("max_shared_bytes", 49152))
     for name, k in kernels.items():
         if k["registers"] > max_regs:
-            return "registers", f"{name} uses {k['registers']} registers per thread > {max_regs}"
+            return ErrorKind.REGISTERS, (
+                f"{name} uses {k['registers']} registers per thread > {max_regs}"
+            )
     for launch in launches:
         k = kernels.get(launch["kernel"], {})
         threads = launch["block"][0] * launch["block"][1] * launch["block"][2]
         if k.get("registers", 0) * threads > regs_per_block:
-            return "registers", (
+            return ErrorKind.REGISTERS, (
                 f"{launch['kernel']}: {k['registers']} registers x {threads} threads "
                 f"> {regs_per_block} registers per block"
             )
         shared = k.get("static_shared_bytes", 0) + launch["dynamic_shared_bytes"]
         if shared > max_shared:
-            return "shared_memory", (
+            return ErrorKind.SHARED_MEMORY, (
                 f"{launch['kernel']} uses {shared} bytes of shared memory per block > {max_shared}"
             )
     return None
@@ -402,17 +405,17 @@ def build_cuda(
         info["params"] = param_table(mod)
         cuda_mods = [m for m in executable.mod.imports if m.kind == "cuda"]
         if len(cuda_mods) != 1:
-            return fail("build", f"expected one CUDA module, got {len(cuda_mods)}")
+            return fail(ErrorKind.BUILD, f"expected one CUDA module, got {len(cuda_mods)}")
         source = cuda_mods[0].inspect_source("cuda")
         os.makedirs(path, exist_ok=True)
         with open(os.path.join(path, "kernel.cu"), "w") as f:
             f.write(source)
         executable.export_library(os.path.join(path, "kernel.so"))
     except Exception as exc:  # noqa: BLE001 - failures are data
-        return fail("build", short_error(exc))
+        return fail(ErrorKind.BUILD, short_error(exc))
 
     if not arch:
-        return fail("nvcc", "no arch: pass options['arch'] or target['arch']")
+        return fail(ErrorKind.NVCC, "no arch: pass options['arch'] or target['arch']")
     code, output = _compile_cubin(
         os.path.join(path, "kernel.cu"),
         os.path.join(path, "kernel.cubin"),
@@ -422,7 +425,7 @@ def build_cuda(
     )
     if code != 0:
         tail = [ln for ln in output.splitlines() if ln.strip()][-8:]
-        return fail("nvcc", f"nvcc exit {code}: " + "\n".join(tail))
+        return fail(ErrorKind.NVCC, f"nvcc exit {code}: " + "\n".join(tail))
     kernels = parse_ptxas(output)
     info["kernels"] = kernels
     shared: dict[str, int] = {}

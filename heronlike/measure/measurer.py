@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import tvm
 
 from heronlike.measure.builder import Builder, BuildInput
-from heronlike.measure.runner import RunInput, Runner, short_error
+from heronlike.measure.kinds import ErrorKind
+from heronlike.measure.runner import RunInput, Runner, RunResult, short_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from heronlike.records import Records, TrialRecord
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["FinalMeasurement", "HardwareMeasurer", "Measurement", "Measurer", "ReplayMeasurer"]
 
 #: error kind of a simulated trial whose knob values the replayed records never measured
-NOT_RECORDED = "not_recorded"
+NOT_RECORDED = ErrorKind.NOT_RECORDED
 
 
 class Measurement(NamedTuple):
@@ -56,8 +57,18 @@ class FinalMeasurement(NamedTuple):
     error_msg: str | None
 
 
+#: called with (position in the batch, its Measurement) the moment a trial's outcome is known
+OnResult = Callable[[int, "Measurement"], None]
+
+
 class Measurer(Protocol):
     """Measures batches of assignments; one :class:`Measurement` per assignment, in order.
+
+    ``on_result``, when given, is called once per trial with its position in the batch and its
+    :class:`Measurement` as soon as that trial's outcome is known (a schedule or build failure
+    before any candidate runs, then each run as it finishes), so the caller can commit it
+    before the rest of the batch is measured: a killed tune then loses only the trials in
+    flight.
 
     ``simulated_s`` is the wall-clock time the trials so far would have taken beyond the real
     time spent (0 for real hardware); the tune loop adds it to its clock for the time budget.
@@ -66,7 +77,9 @@ class Measurer(Protocol):
     simulated: bool
     simulated_s: float
 
-    def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]: ...
+    def measure(
+        self, proposals: Sequence[Mapping[str, int]], on_result: OnResult | None = None
+    ) -> list[Measurement]: ...
 
     def close(self) -> None: ...
 
@@ -116,33 +129,61 @@ class HardwareMeasurer:
             artifact, self.args_path, self.expected_path, self.rtol, self.device, dict(info)
         )
 
-    def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]:
-        """Measure ``proposals``; a failure at any stage is a Measurement, never an exception."""
+    def measure(
+        self, proposals: Sequence[Mapping[str, int]], on_result: OnResult | None = None
+    ) -> list[Measurement]:
+        """Measure ``proposals``; a failure at any stage is a Measurement, never an exception.
+
+        The batch is built in parallel (the builder's pool), then run one candidate at a time;
+        ``on_result`` hears about each trial as soon as its outcome is known (see
+        :class:`Measurer`).
+        """
         out: list[Measurement | None] = [None] * len(proposals)
+
+        def done(i: int, m: Measurement) -> None:
+            out[i] = m
+            if on_result is not None:
+                on_result(i, m)
+
         to_build: list[tuple[int, BuildInput]] = []
         for i, assignment in enumerate(proposals):
             t0 = time.perf_counter()
             try:
                 mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
             except Exception as err:  # a template bug: the candidate fails, tuning goes on
-                out[i] = Measurement(
-                    "schedule", short_error(err), None, time.perf_counter() - t0, 0.0
+                done(
+                    i,
+                    Measurement(
+                        ErrorKind.SCHEDULE, short_error(err), None, time.perf_counter() - t0, 0.0
+                    ),
                 )
                 continue
-            to_build.append((i, BuildInput(mod_json, self.tvm_target, self.build_options)))
+            to_build.append(
+                (i, BuildInput(mod_json, self.tvm_target, self.build_options, dict(assignment)))
+            )
         built = self.builder.build([b for _, b in to_build])
         to_run = []
         for (i, _), res in zip(to_build, built, strict=True):
             if res.ok:
                 to_run.append((i, res))
             else:
-                out[i] = Measurement(res.error_kind, res.error_msg, None, res.build_s, 0.0)
-        ran = self.runner.run(
-            [self._run_input(str(res.artifact_path), res.info) for _, res in to_run]
-        )
-        for (i, b), r in zip(to_run, ran, strict=True):
-            out[i] = Measurement(r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s)
+                done(i, Measurement(res.error_kind, res.error_msg, None, res.build_s, 0.0))
+
+        reported: set[int] = set()
+
+        def ran(j: int, r: RunResult) -> None:  # each run is reported as it finishes
+            i, b = to_run[j]
+            reported.add(j)
             _remove(str(b.artifact_path))
+            done(i, Measurement(r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s))
+
+        results = self.runner.run(
+            [self._run_input(str(res.artifact_path), res.info) for _, res in to_run],
+            on_result=ran,
+        )
+        for j, r in enumerate(results):  # a runner that did not report as it went
+            if j not in reported:
+                ran(j, r)
         return [m for m in out if m is not None]
 
     def finish(self, assignment: Mapping[str, int], repeat: int) -> FinalMeasurement:
@@ -154,8 +195,10 @@ class HardwareMeasurer:
         try:
             mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
         except Exception as err:  # noqa: BLE001 - reported, not raised
-            return FinalMeasurement(None, None, "schedule", short_error(err))
-        (built,) = self.builder.build([BuildInput(mod_json, self.tvm_target, self.build_options)])
+            return FinalMeasurement(None, None, ErrorKind.SCHEDULE, short_error(err))
+        (built,) = self.builder.build(
+            [BuildInput(mod_json, self.tvm_target, self.build_options, dict(assignment))]
+        )
         if not built.ok:
             return FinalMeasurement(None, None, built.error_kind, built.error_msg)
         self.runner.repeat = repeat
@@ -164,7 +207,7 @@ class HardwareMeasurer:
         _remove(str(built.artifact_path))
         if res.ok:
             return FinalMeasurement(res.latency_s, True, None, None)
-        correct = False if res.error_kind == "wrong_result" else None
+        correct = False if res.error_kind == ErrorKind.WRONG_RESULT else None
         return FinalMeasurement(None, correct, res.error_kind, res.error_msg)
 
     def close(self) -> None:
@@ -231,19 +274,24 @@ class ReplayMeasurer:
         self.simulated_s = 0.0
         self.missing = 0
 
-    def measure(self, proposals: Sequence[Mapping[str, int]]) -> list[Measurement]:
+    def measure(
+        self, proposals: Sequence[Mapping[str, int]], on_result: OnResult | None = None
+    ) -> list[Measurement]:
         """The recorded outcome of each proposal (``"not_recorded"`` for unknown ones)."""
         out = []
-        for assignment in proposals:
+        for i, assignment in enumerate(proposals):
             rec = self.table.get(self.key(assignment))
             if rec is None:
                 self.missing += 1
-                out.append(Measurement(NOT_RECORDED, "not in the replayed records", None, 0.0, 0.0))
-                continue
-            self.simulated_s += rec.build_s + rec.run_s
-            out.append(
-                Measurement(rec.error_kind, rec.error_msg, rec.latency_s, rec.build_s, rec.run_s)
-            )
+                m = Measurement(NOT_RECORDED, "not in the replayed records", None, 0.0, 0.0)
+            else:
+                self.simulated_s += rec.build_s + rec.run_s
+                m = Measurement(
+                    rec.error_kind, rec.error_msg, rec.latency_s, rec.build_s, rec.run_s
+                )
+            out.append(m)
+            if on_result is not None:
+                on_result(i, m)
         return out
 
     def close(self) -> None:

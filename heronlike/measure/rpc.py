@@ -56,8 +56,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from heronlike.errors import RunnerSpecError
+from heronlike.measure.kinds import ErrorKind
 from heronlike.measure.runner import (
     ManagedWorker,
+    OnRunResult,
     RunInput,
     Runner,
     RunResult,
@@ -325,12 +327,12 @@ def _rpc_run(
     global _SESSION
     sess = _SESSION
     if sess is None:
-        return "rpc", "no RPC session is open", (), False
+        return ErrorKind.RPC, "no RPC session is open", (), False
     phase = "upload"
     try:
         import tvm
 
-        from heronlike.measure.check import compare
+        from heronlike.measure.check import compare, poison
 
         remote = sess.remote
         sess.uploads += 1
@@ -360,8 +362,8 @@ def _rpc_run(
             sess.args_key = args_key
             _STATS["arg_uploads"] += 1
         tensors = list(sess.args)
-        for i in outputs:  # fresh (zero-filled) outputs for the check
-            tensors[i] = tvm.runtime.tensor(arrays[i], dev)
+        for i in outputs:  # fresh outputs, poisoned (NaN / a bit pattern) for the check
+            tensors[i] = tvm.runtime.tensor(poison(arrays[i]), dev)
         phase = "call"
         func(*tensors)
         if expected is not None:
@@ -372,37 +374,46 @@ def _rpc_run(
                 # mismatch with freshly uploaded tensors before blaming this candidate.
                 sess.args_key, sess.args = None, []
                 phase = "args"
-                tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+                tensors = [
+                    tvm.runtime.tensor(poison(a) if i in outputs else a, dev)
+                    for i, a in enumerate(arrays)
+                ]
                 _STATS["arg_uploads"] += 1
                 phase = "call"
                 func(*tensors)
                 phase = "check"
                 mismatch = _first_mismatch(tensors, expected, outputs, rtol, compare)
             if mismatch is not None:
-                return "wrong_result", mismatch, (), True
+                return ErrorKind.WRONG_RESULT, mismatch, (), True
         phase = "time"
         timer = mod.time_evaluator(  # runs on the device; TVM takes whole milliseconds
             "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
         )
         results = tuple(float(x) for x in timer(*tensors).results)
+        if expected is not None:  # a kernel that accumulates across calls is wrong by now
+            phase = "check"
+            mismatch = _first_mismatch(tensors, expected, outputs, rtol, compare)
+            if mismatch is not None:
+                return ErrorKind.WRONG_RESULT, f"after the timed calls: {mismatch}", (), True
         return None, None, results, True
     except Exception as exc:  # noqa: BLE001 - failures are data
         msg = short_error(exc)
         if "RPCSessionTimeoutError" in msg:
             _close_session()
-            return "run_timeout", f"the server ended the session ({sess.where}): {msg}", (), False
+            why = f"the server ended the session ({sess.where}): {msg}"
+            return ErrorKind.RUN_TIMEOUT, why, (), False
         if _session_alive(sess):
-            return "run", f"{phase}: {msg}", (), True
+            return ErrorKind.RUN, f"{phase}: {msg}", (), True
         _close_session()
         if phase in ("call", "time"):
             return (
-                "crash",
+                ErrorKind.CRASH,
                 f"connection to {sess.where} died while the kernel ran (a crash on the device, "
                 f"e.g. a segfault, or the network dropped): {msg}",
                 (),
                 False,
             )
-        return "rpc", f"connection to {sess.where} lost during {phase}: {msg}", (), False
+        return ErrorKind.RPC, f"connection to {sess.where} lost during {phase}: {msg}", (), False
 
 
 def _first_mismatch(
@@ -520,8 +531,11 @@ class RPCRunner:
             raise RuntimeError("RPCRunner is closed")
         return self._worker
 
-    def run(self, inputs: Sequence[RunInput]) -> list[RunResult]:
-        """Run and time each candidate on the remote device, in order, one at a time.
+    def run(
+        self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None
+    ) -> list[RunResult]:
+        """Run and time each candidate on the remote device, in order, one at a time;
+        ``on_result(i, result)`` is called after each.
 
         Never raises for a bad candidate: every input gets a :class:`RunResult` (same order).
 
@@ -537,8 +551,10 @@ class RPCRunner:
             self._session_born = None
             self._round_error = None
             try:
-                for inp in inputs:
+                for i, inp in enumerate(inputs):
                     results.append(self._run_one(worker, inp))
+                    if on_result is not None:
+                        on_result(i, results[-1])
             finally:
                 self._release(worker)
         return results
@@ -607,24 +623,24 @@ class RPCRunner:
 
         library = artifact_library(str(inp.artifact_path))
         if not os.path.isfile(library):
-            return result("run", f"artifact not found: {library}")
+            return result(ErrorKind.RUN, f"artifact not found: {library}")
         if not os.path.isfile(str(inp.args_path)):
-            return result("run", f"args file not found: {inp.args_path}")
+            return result(ErrorKind.RUN, f"args file not found: {inp.args_path}")
         if inp.expected_path is not None and not os.path.isfile(str(inp.expected_path)):
-            return result("run", f"expected file not found: {inp.expected_path}")
+            return result(ErrorKind.RUN, f"expected file not found: {inp.expected_path}")
         try:
             parse_device(str(inp.device))
         except ValueError as exc:
-            return result("run", str(exc))
+            return result(ErrorKind.RUN, str(exc))
         if self._round_error is not None:
-            return result("rpc", f"not attempted: {self._round_error}")
+            return result(ErrorKind.RPC, f"not attempted: {self._round_error}")
         if self._needs_session():
             if self._session_born is not None:
                 self._release(worker)
             msg = self._open(worker)
             if msg is not None:
                 self._round_error = msg
-                return result("rpc", msg)
+                return result(ErrorKind.RPC, msg)
         args = (
             library,
             str(inp.args_path),
@@ -638,7 +654,7 @@ class RPCRunner:
         try:
             kind, msg, lats, alive = worker.call(_rpc_run, args, timeout_s=self.timeout_s)
         except TimeoutError:
-            kind, lats, alive = "run_timeout", (), False
+            kind, lats, alive = ErrorKind.RUN_TIMEOUT, (), False
             msg = (
                 f"exceeded {self.timeout_s:g} s on {self._where()}; the session was abandoned "
                 f"(the server frees the device within session_timeout_s="
@@ -646,10 +662,10 @@ class RPCRunner:
             )
             self._start(worker)
         except ChildProcessError:
-            kind, msg, lats, alive = "rpc", "the RPC client process died", (), False
+            kind, msg, lats, alive = ErrorKind.RPC, "the RPC client process died", (), False
             self._start(worker)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable input
-            kind, msg, lats, alive = "run", short_error(exc), (), True
+            kind, msg, lats, alive = ErrorKind.RUN, short_error(exc), (), True
         if not alive:
             self._session_born = None
         return result(kind, msg, tuple(lats))

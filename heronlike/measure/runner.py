@@ -33,6 +33,8 @@ from typing import Any, Protocol
 
 from tvm.support.popen_pool import PopenWorker
 
+from heronlike.measure.kinds import ErrorKind
+
 __all__ = [
     "LocalRunner",
     "Runner",
@@ -255,8 +257,10 @@ class RunInput:
     Attributes:
         artifact_path: shared library exported by the builder (``BuildResult.artifact_path``).
         args_path: ``.npz`` with arrays ``arg0`` .. ``arg<N-1>`` in the function's call order
-            (inputs, and outputs zero-filled). The worker keeps the last file loaded (keyed by
-            path, mtime and size), so a round of candidates sharing it loads it once.
+            (inputs, and outputs, which the runner replaces by a poison value before the
+            checked call: :func:`heronlike.measure.check.poison`). The worker keeps the last
+            file loaded (keyed by path, mtime and size), so a round of candidates sharing it
+            loads it once.
         expected_path: ``.npz`` with the expected value of each output argument under key
             ``arg<i>`` (``i`` = its call position); ``None`` skips the correctness check.
         rtol: tolerance for the check; ``0`` = exact equality (integer outputs), otherwise
@@ -303,6 +307,10 @@ class RunResult:
         return self.error_kind is None
 
 
+#: ``on_result`` of :meth:`Runner.run`: (position in the inputs, its result)
+OnRunResult = Callable[[int, "RunResult"], None]
+
+
 class Runner(Protocol):
     """What the tune loop needs from a runner (MetaSchedule's runner seam).
 
@@ -311,12 +319,17 @@ class Runner(Protocol):
     candidate. ``number`` and ``repeat`` are the timing settings (calls per measurement,
     measurements per candidate; the latency is the median), which the measurer raises to
     re-measure the best candidate at the end of a tune. ``close`` releases workers.
+    ``on_result``, when given, is called with ``(position, RunResult)`` as soon as each input's
+    result is known (a runner that measures a whole batch at once calls it at the end), so the
+    tune loop commits each trial the moment it finishes.
     """
 
     number: int
     repeat: int
 
-    def run(self, inputs: Sequence[RunInput]) -> list[RunResult]: ...
+    def run(
+        self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None
+    ) -> list[RunResult]: ...
 
     def close(self) -> None: ...
 
@@ -374,36 +387,51 @@ def _run_candidate(
     try:
         import tvm
 
-        from heronlike.measure.check import compare
+        from heronlike.measure.check import compare, poison
 
         if os.path.isdir(artifact_path):  # a CUDA build folder (heronlike.measure.cuda)
             artifact_path = os.path.join(artifact_path, "kernel.so")
         if not os.path.exists(artifact_path):
-            return "run", f"artifact not found: {artifact_path}", ()
+            return ErrorKind.RUN, f"artifact not found: {artifact_path}", ()
         mod = tvm.runtime.load_module(artifact_path)
         func = mod["main"]
         arrays = _ordered_args(_load_npz_cached(args_path, "args"), args_path)
         kind, index = parse_device(device)
         dev = tvm.device(kind, index)
-        # Fresh tensors from the (zero-filled) file arrays: outputs start at zero for the check.
-        tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
-        func(*tensors)
+        expected: dict[int, Any] = {}
         if expected_path is not None:
-            expected = _load_npz_cached(expected_path, "expected")
-            for name in sorted(expected, key=lambda k: int(k[3:]) if k[3:].isdigit() else -1):
+            for name, value in _load_npz_cached(expected_path, "expected").items():
                 idx = int(name[3:]) if name.startswith("arg") and name[3:].isdigit() else -1
-                if not 0 <= idx < len(tensors):
-                    return "run", f"{expected_path}: key {name!r} names no argument", ()
-                msg = compare(tensors[idx].numpy(), expected[name], rtol)
+                if not 0 <= idx < len(arrays):
+                    return ErrorKind.RUN, f"{expected_path}: key {name!r} names no argument", ()
+                expected[idx] = value
+        # outputs start poisoned (NaN / a random bit pattern), never zero: a kernel that skips
+        # initialising its accumulator fails the check instead of inheriting zeros
+        tensors = [
+            tvm.runtime.tensor(poison(a) if i in expected else a, dev) for i, a in enumerate(arrays)
+        ]
+        func(*tensors)
+
+        def check(when: str) -> str | None:
+            for idx in sorted(expected):
+                msg = compare(tensors[idx].numpy(), expected[idx], rtol)
                 if msg is not None:
-                    return "wrong_result", f"{name}: {msg}", ()
+                    return f"arg{idx} ({when}): {msg}"
+            return None
+
+        if (msg := check("first call")) is not None:
+            return ErrorKind.WRONG_RESULT, msg, ()
         timer = mod.time_evaluator(  # TVM takes whole milliseconds
             "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
         )
         results = tuple(float(x) for x in timer(*tensors).results)
+        # the timed calls ran on the checked outputs: a kernel that accumulates across calls
+        # (initialises once, or never) is wrong after them
+        if (msg := check("after the timed calls")) is not None:
+            return ErrorKind.WRONG_RESULT, msg, ()
         return None, None, results
     except Exception as exc:  # noqa: BLE001 - failures are data
-        return "run", short_error(exc), ()
+        return ErrorKind.RUN, short_error(exc), ()
 
 
 def _worker_info() -> dict[str, Any]:
@@ -460,8 +488,11 @@ class LocalRunner:
             raise RuntimeError("LocalRunner is closed")
         return self._worker
 
-    def run(self, inputs: Sequence[RunInput]) -> list[RunResult]:
-        """Run and time each candidate, in order, one at a time.
+    def run(
+        self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None
+    ) -> list[RunResult]:
+        """Run and time each candidate, in order, one at a time; ``on_result(i, result)`` is
+        called after each.
 
         Never raises for a bad candidate: every input gets a :class:`RunResult` (same order).
 
@@ -476,8 +507,10 @@ class LocalRunner:
                     worker.start()
                 except Exception:  # noqa: BLE001 - the candidate's own call reports it
                     worker.kill()
-            for inp in inputs:
+            for i, inp in enumerate(inputs):
                 results.append(self._run_one(worker, inp))
+                if on_result is not None:
+                    on_result(i, results[-1])
         return results
 
     def _run_one(self, worker: ManagedWorker, inp: RunInput) -> RunResult:
@@ -496,13 +529,14 @@ class LocalRunner:
         try:
             kind, msg, lats = worker.call(_run_candidate, args, timeout_s=self.timeout_s)
         except TimeoutError:
-            kind, msg, lats = "run_timeout", f"exceeded {self.timeout_s:g} s", ()
+            kind, msg, lats = ErrorKind.RUN_TIMEOUT, f"exceeded {self.timeout_s:g} s", ()
             restart = True
         except ChildProcessError:
-            kind, msg, lats = "crash", "worker process died (e.g. segfault) while running", ()
+            kind, msg = ErrorKind.CRASH, "worker process died (e.g. segfault) while running"
+            lats = ()
             restart = True
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable input
-            kind, msg, lats = "run", short_error(exc), ()
+            kind, msg, lats = ErrorKind.RUN, short_error(exc), ()
         if restart:
             try:  # replace the worker now so the next candidate's time is not charged for it
                 worker.start()

@@ -1,0 +1,723 @@
+"""A tuning session: one compute on one target, from set-up through rounds to the finish.
+
+compute → rules → space (template + CSP) → explorer proposes assignments → apply the
+schedule → build (worker pool) → run (isolated worker, checked against numpy) → records
+(SQLite, one row committed per trial as it finishes) → the explorer and its cost model observe
+the results.
+
+:class:`TuningSession` owns the trial budget, the random seed, the records and the measurer of
+one workload, as a task does in TVM MetaSchedule's task scheduler; explorers only propose
+(ask/tell). It is split into set-up (the constructor: space, explorer, records, measurer; bad
+input raises before anything is recorded), :meth:`~TuningSession.round` (propose, measure and
+commit one batch) and :meth:`~TuningSession.finish` (re-measure the best, build the result), so
+that a scheduler can interleave the rounds of several sessions. :func:`heronlike.tune` is one
+session run to its end.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+import warnings
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+
+from . import __version__
+from .cost_model import CostModel, XGBCostModel
+from .errors import InvalidArgumentError
+from .explore import make_explorer
+from .explore.base import Explorer, Observation
+from .features import ScheduleFeatures
+from .kernel import BuiltKernel
+from .measure import Runner
+from .measure.check import compare
+from .measure.measurer import HardwareMeasurer, Measurement, Measurer, ReplayMeasurer
+from .records import VERSION_KEYS, Records, TrialRecord
+from .reference import random_inputs, reference_outputs, save_npz, tolerance
+from .sampler import RandSAT
+from .space import Space, generate_space
+from .target import DLATarget
+
+__all__ = ["DEFAULT_RECORDS", "EvaluatorConfig", "TuneProgress", "TuneResult", "TuningSession"]
+
+DEFAULT_RECORDS = Path("heronlike_runs") / "records.sqlite"
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    """How every candidate of a session is built and timed.
+
+    Attributes:
+        number: calls averaged into one measurement (``time_evaluator`` ``number``).
+        repeat: measurements per candidate; its latency is their median (seconds).
+        min_repeat_ms: minimum milliseconds of one measurement (``number`` grows for fast
+            kernels until it lasts this long).
+        build_timeout_s: wall-clock limit of one build, seconds.
+        run_timeout_s: wall-clock limit of one run (load, check, timing), seconds.
+        final_repeat: measurements when the best candidate is re-measured at the end.
+
+    Raises:
+        InvalidArgumentError: a count below 1, or a time that is negative or not finite (zero
+            timeouts too); the message names the field.
+    """
+
+    number: int = 3
+    repeat: int = 5
+    min_repeat_ms: float = 10.0
+    build_timeout_s: float = 60.0
+    run_timeout_s: float = 30.0
+    final_repeat: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("number", "repeat", "final_repeat"):
+            _integer(name, getattr(self, name), 1)
+        _number("min_repeat_ms", self.min_repeat_ms, positive=False)
+        _number("build_timeout_s", self.build_timeout_s, positive=True)
+        _number("run_timeout_s", self.run_timeout_s, positive=True)
+
+
+def _integer(name: str, v: Any, low: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+        raise InvalidArgumentError(f"{name} must be an integer >= {low}, got {v!r}")
+
+
+def _number(name: str, v: Any, *, positive: bool) -> None:
+    ok = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+    if not ok or not math.isfinite(v) or v < 0 or (positive and v == 0):
+        what = "a finite number > 0" if positive else "a finite number >= 0"
+        raise InvalidArgumentError(f"{name} must be {what}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """Passed to the ``progress`` callback after every measured batch."""
+
+    trials_done: int
+    trials_total: int
+    valid: int
+    invalid: int
+    best_latency_s: float | None
+    best_throughput: float | None
+    elapsed_s: float
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` found.
+
+    Attributes:
+        latency_s: the best kernel's latency, re-measured after tuning with more repeats
+            (median, seconds); ``None`` when no candidate was valid.
+        tuning_latency_s: its latency as measured during tuning (seconds).
+        throughput: operations per second of the best kernel (``flop / latency_s``).
+        flop: operations of the compute (2 per multiply-accumulate).
+        assignment: the value of every CSP variable of the best candidate.
+        knobs: the tunable part of ``assignment``.
+        kernel: the built best kernel, callable on numpy arrays (:class:`BuiltKernel`).
+        correct: the best kernel's output equals the reference (bit-exact for integers).
+        trace: the replayable schedule (``tvm.s_tir`` trace as Python).
+        script: the scheduled program as TVMScript.
+        trials: trials in the records for this compute and target (all sessions) recorded by
+            this heronlike and TVM version: those count toward the budget.
+        foreign_trials: trials of this compute and target recorded by another heronlike or
+            TVM version (:data:`heronlike.records.VERSION_KEYS`): skipped, not counted, warned.
+        trials_run: trials measured by this call.
+        valid, invalid: how many of ``trials_run`` built, ran and were correct, and how many not.
+        errors: failed trials of this call by error kind.
+        records: path of the SQLite records database.
+        time_s: seconds by phase for this call: explore, solve, build, run, total; in
+            simulation mode build and run are the replayed trials' recorded seconds and
+            ``elapsed`` is the simulated wall time the budget was checked against.
+        space: the schedule space (template and CSP).
+        curve: after each measured batch of this call, ``(trials done, elapsed seconds, best
+            throughput so far in op/s or None)``; elapsed is simulated in simulation mode.
+        importance: the cost model's feature importance (XGBoost gain) by feature name, largest
+            first; empty when the model was never trained or has no importance.
+        simulated: the trials were replayed from records (simulation mode), not measured.
+        explorer_stats: the explorer's counters (:meth:`Explorer.stats`), e.g. OpEvo's invalid
+            walks or the GA's invalid children.
+    """
+
+    latency_s: float | None
+    tuning_latency_s: float | None
+    throughput: float | None
+    flop: float
+    assignment: dict[str, int] | None
+    knobs: dict[str, int] | None
+    kernel: BuiltKernel | None
+    correct: bool | None
+    trace: str | None
+    script: str | None
+    trials: int
+    trials_run: int
+    valid: int
+    invalid: int
+    errors: dict[str, int]
+    records: Path
+    target_key: str
+    workload_key: str
+    time_s: dict[str, float] = field(default_factory=dict)
+    space: Space | None = None
+    curve: list[tuple[int, float, float | None]] = field(default_factory=list)
+    importance: dict[str, float] = field(default_factory=dict)
+    simulated: bool = False
+    explorer_stats: dict[str, int] = field(default_factory=dict)
+    foreign_trials: int = 0
+
+    def summary(self) -> str:
+        """A few human-readable lines."""
+        lines = [
+            f"workload {self.workload_key} on {self.target_key}: {self.trials_run} trials run "
+            f"({self.valid} valid, {self.invalid} invalid), {self.trials} in records"
+            + (
+                f" (+{self.foreign_trials} of another heronlike/TVM version, not counted)"
+                if self.foreign_trials
+                else ""
+            ),
+        ]
+        if self.latency_s is None:
+            lines.append("no valid candidate")
+        else:
+            lines.append(
+                f"best {self.latency_s * 1e3:.4f} ms = {self.throughput / 1e9:.1f} GOP/s, "
+                f"correct: {self.correct}"
+            )
+            lines.append("knobs " + ", ".join(f"{k}={v}" for k, v in (self.knobs or {}).items()))
+        return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"heronlike": __version__, "python": platform.python_version(), "tvm": tvm.__version__}
+    for pkg in ("ortools", "xgboost", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "?"
+    return out
+
+
+def _throughput(flop: float, rec: TrialRecord) -> float | None:
+    return flop / rec.latency_s if rec.ok and rec.latency_s else None
+
+
+class TuningSession:
+    """One compute tuned on one target: set-up here, then :meth:`round` until it returns 0,
+    then :meth:`finish`. Arguments are those of :func:`heronlike.tune` (see there), with the
+    evaluator settings grouped in ``evaluator``.
+
+    The session commits every trial to ``records`` the moment its outcome is known (a kill -9
+    loses only the trials being built or run), counts toward ``trials`` only the trials this
+    heronlike and TVM version recorded (others are reported in :attr:`foreign` and a warning),
+    and resumes: trials already recorded count and are never measured again.
+
+    Raises (from the constructor, before anything is recorded):
+        UnknownTargetError, InvalidComputeError, UnsupportedDtypeError, UnsupportedShapeError,
+        NoTensorizableStageError, HostFeatureError, UnknownExplorerError, RunnerSpecError,
+        InvalidArgumentError: bad input.
+        RecordsMismatchError: ``records`` is corrupted or not a heronlike records file, or in
+            simulation mode ``simulate`` holds no trial to replay.
+    """
+
+    def __init__(
+        self,
+        compute: Any,
+        target: str | Mapping[str, Any] | DLATarget = "dlboost",
+        *,
+        trials: int | None = 64,
+        time_budget_s: float | None = None,
+        explorer: str | Explorer | type[Explorer] = "random",
+        seed: int = 0,
+        records: str | Path | Records | None = None,
+        batch_size: int = 16,
+        explorer_options: Mapping[str, Any] | None = None,
+        cost_model: CostModel | None = None,
+        work_dir: str | Path | None = None,
+        evaluator: EvaluatorConfig | None = None,
+        simulate: str | Path | Records | None = None,
+        runner: Runner | str | None = None,
+    ) -> None:
+        if trials is None and time_budget_s is None:
+            raise InvalidArgumentError(
+                "give a trial budget (trials) or a time budget (time_budget_s); both are None"
+            )
+        if trials is not None:
+            _integer("trials", trials, 1)
+        if time_budget_s is not None:
+            _number("time_budget_s", time_budget_s, positive=True)
+        _integer("seed", seed, 0)
+        _integer("batch_size", batch_size, 1)
+        if explorer_options is not None and not isinstance(explorer_options, Mapping):
+            raise InvalidArgumentError(
+                "explorer_options must be a mapping of option names to values, got "
+                f"{type(explorer_options).__name__}"
+            )
+        if records is not None and not isinstance(records, Records | str | Path):
+            raise InvalidArgumentError(
+                f"records must be a path or a Records, got {type(records).__name__}"
+            )
+        self.evaluator = ev = evaluator if evaluator is not None else EvaluatorConfig()
+        if not isinstance(ev, EvaluatorConfig):
+            raise InvalidArgumentError(
+                f"evaluator must be an EvaluatorConfig, got {type(ev).__name__}"
+            )
+        self.t_start = time.perf_counter()
+        self.trials_requested = trials
+        self.max_trials = math.inf if trials is None else trials
+        self.time_budget_s = time_budget_s
+        self.batch_size = batch_size
+        self.seed = seed
+        self.space = space = generate_space(compute, target)
+        tgt = space.target
+        self.simulated = simulate is not None
+        self.tvm_target = tgt.tvm_target() if simulate is None else {}
+        measure_with: Runner | None = None
+        if simulate is None:
+            tgt.check_host()
+            # before anything is recorded: a target may have no device to run on here
+            measure_with = _runner(tgt, runner, ev)
+        rng = np.random.default_rng(seed)
+        self.sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
+        model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
+        try:
+            self.explorer = make_explorer(
+                explorer,
+                space.csp,
+                self.sampler,
+                model,
+                rng,
+                featurizer=ScheduleFeatures(space),
+                **dict(explorer_options or {}),
+            )
+        except TypeError as exc:  # an unknown option, or not an explorer at all
+            raise InvalidArgumentError(f"explorer / explorer_options: {exc}") from None
+        default_records = ":memory:" if simulate is not None else DEFAULT_RECORDS
+        self._own_db = not isinstance(records, Records)
+        self.db = db = (
+            records if isinstance(records, Records) else Records(records or default_records)
+        )
+        self.workload_key, self.target_key = wk, tk = space.workload_key, tgt.key
+        self.flop = space.logical.flop()
+        db.register_workload(
+            wk, description=space.logical.describe(), compute_text=space.logical.text, target_key=tk
+        )
+        self.versions = _versions()
+        self.history, self.foreign = db.split_by_version(wk, tk, self.versions)
+        if self.foreign:
+            _warn_foreign(db, self.foreign, self.versions)
+        self._foreign_index = {rec.trial_index for rec in self.foreign}
+        self.measured = _replay_history(self.history, self.sampler, self.explorer, self.flop)
+        self.next_index = db.next_trial_index(wk, tk)
+        self.best = _best_of(self.history)
+        self.run_id = db.start_run(
+            workload_key=wk,
+            target_key=tk,
+            seed=seed,
+            explorer=self.explorer.name,
+            trials_requested=trials or 0,  # 0: no trial limit (a time budget)
+            versions=self.versions,
+            options={
+                "batch_size": batch_size,
+                "number": ev.number,
+                "repeat": ev.repeat,
+                "time_budget_s": time_budget_s,
+                "simulate": str(getattr(simulate, "path", simulate)) if simulate else None,
+            },
+        )
+        self.data: _Data | None = None
+        self.measurer: Measurer
+        if simulate is not None:
+            source = simulate if isinstance(simulate, Records) else Records(simulate)
+            self.measurer = ReplayMeasurer(source, wk, tk, self.sampler.key)
+        else:
+            work = Path(work_dir) if work_dir else db.path.parent / wk
+            self.data = _prepare_data(space, work, seed)
+            self.measurer = HardwareMeasurer(
+                space,
+                self.tvm_target,
+                tgt.make_builder(timeout_s=ev.build_timeout_s),
+                measure_with,  # type: ignore[arg-type]
+                self.data.args_path,
+                self.data.expected_path,
+                self.data.rtol,
+                device=tgt.device,
+                build_options=tgt.build_options(),
+            )
+        self.done = len(self.history)
+        self.valid = self.invalid = 0
+        self.errors = Counter[str]()
+        self.times = Counter[str]()
+        self.curve: list[tuple[int, float, float | None]] = []
+        self._t_loop = time.perf_counter()
+        self._carry_explore_s = 0.0
+        self._exhausted = False
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        """Seconds since set-up ended, plus the simulated seconds of replayed trials."""
+        return time.perf_counter() - self._t_loop + self.measurer.simulated_s
+
+    @property
+    def finished(self) -> bool:
+        """No round is left: the trial or time budget is spent, or the space is exhausted."""
+        if self._exhausted or self.done >= self.max_trials:
+            return True
+        return self.time_budget_s is not None and self.elapsed() >= self.time_budget_s
+
+    def progress(self) -> TuneProgress:
+        """Where the session stands (for a progress callback)."""
+        best = self.best
+        return TuneProgress(
+            self.done,
+            self.trials_requested,
+            self.valid,
+            self.invalid,
+            best.latency_s if best else None,
+            _throughput(self.flop, best) if best else None,
+            time.perf_counter() - self.t_start,
+        )
+
+    # -- one round ------------------------------------------------------------------------------
+
+    def round(self) -> int:
+        """Propose, measure and commit one batch; the explorer then observes it.
+
+        Returns:
+            The trials measured (0 when :attr:`finished`, or when the explorer has nothing left
+            to propose; the session is then finished).
+        """
+        if self.finished:
+            return 0
+        n = int(min(self.batch_size, self.max_trials - self.done))
+        t0, solve0 = time.perf_counter(), self.sampler.stats.solve_seconds
+        proposals = self.explorer.propose(n, exclude=self.measured)
+        solve_s = self.sampler.stats.solve_seconds - solve0
+        explore_s = time.perf_counter() - t0 + self._carry_explore_s
+        if not proposals:
+            self._exhausted = True  # every valid assignment was measured
+            return 0
+        share = ((explore_s - solve_s) / len(proposals), solve_s / len(proposals))
+        recorded: list[TrialRecord | None] = [None] * len(proposals)
+
+        def commit(i: int, m: Measurement) -> None:
+            recorded[i] = self._commit(proposals[i], m, share)
+
+        self.measurer.measure(proposals, on_result=commit)
+        self.times["explore"] += explore_s - solve_s
+        self.times["solve"] += solve_s
+        t1 = time.perf_counter()
+        self.explorer.observe(
+            [
+                Observation(a, _throughput(self.flop, rec) if rec is not None else None)
+                for a, rec in zip(proposals, recorded, strict=True)
+            ]
+        )
+        self._carry_explore_s = time.perf_counter() - t1
+        best = _throughput(self.flop, self.best) if self.best else None
+        self.curve.append((self.done, self.elapsed(), best))
+        return len(proposals)
+
+    def _commit(
+        self, assignment: Mapping[str, int], m: Measurement, share: tuple[float, float]
+    ) -> TrialRecord:
+        """Record one trial now (committed before returning) and count it."""
+        rec = self.db.add(
+            TrialRecord(
+                workload_key=self.workload_key,
+                target_key=self.target_key,
+                assignment=dict(assignment),
+                latency_s=m.latency_s,
+                error_kind=m.error_kind,
+                error_msg=m.error_msg,
+                explore_s=share[0],
+                solve_s=share[1],
+                build_s=m.build_s,
+                run_s=m.run_s,
+                seed=self.seed,
+                explorer=self.explorer.name,
+                trial_index=self.next_index,
+            ),
+            self.run_id,
+        )
+        self.next_index += 1
+        self.done += 1
+        self.measured.add(self.sampler.key(assignment))
+        if rec.ok:
+            self.valid += 1
+            if self.best is None or rec.latency_s < self.best.latency_s:  # type: ignore[operator]
+                self.best = rec
+        else:
+            self.invalid += 1
+            self.errors[rec.error_kind or "?"] += 1
+        self.times["build"] += m.build_s
+        self.times["run"] += m.run_s
+        return rec
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def finish(self) -> TuneResult:
+        """Re-measure the best trial of this version that fits today's space (checking it
+        again), close the measurer and the run, and return the :class:`TuneResult`."""
+        space = self.space
+        times = self.times
+        try:
+            times["explore"] += self._carry_explore_s
+            self._carry_explore_s = 0.0
+            times["elapsed"] = self.elapsed()
+            best = self.db.best(
+                self.workload_key,
+                self.target_key,
+                where=lambda r: (
+                    r.trial_index not in self._foreign_index and not space.misfits(r.assignment)
+                ),
+            )
+            if isinstance(self.measurer, HardwareMeasurer) and self.data is not None:
+                result = _finish(
+                    space,
+                    best,
+                    self.tvm_target,
+                    self.data,
+                    self.flop,
+                    self.measurer,
+                    self.evaluator.final_repeat,
+                )
+            else:
+                result = _finish_simulated(space, best, self.flop)
+        finally:
+            self.measurer.close()
+        times["total"] = time.perf_counter() - self.t_start
+        self.db.finish_run(
+            self.run_id, best_latency_s=result["tuning_latency_s"], wall_s=times["total"]
+        )
+        out = TuneResult(
+            **result,
+            flop=self.flop,
+            trials=len(self.history) + self.valid + self.invalid,
+            trials_run=self.valid + self.invalid,
+            foreign_trials=len(self.foreign),
+            valid=self.valid,
+            invalid=self.invalid,
+            errors=dict(self.errors),
+            records=self.db.path,
+            target_key=self.target_key,
+            workload_key=self.workload_key,
+            time_s=dict(times),
+            space=space,
+            curve=list(self.curve),
+            importance=_importance(self.explorer),
+            simulated=self.simulated,
+            explorer_stats=self.explorer.stats(),
+        )
+        self.close()
+        return out
+
+    def close(self) -> None:
+        """Release the measurer's workers and the records (if the session opened them);
+        idempotent. Every trial is already committed."""
+        self.measurer.close()
+        if self._own_db:
+            self.db.close()
+
+    def __enter__(self) -> TuningSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"heronlike": __version__, "python": platform.python_version(), "tvm": tvm.__version__}
+    for pkg in ("ortools", "xgboost", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "?"
+    return out
+
+
+def _throughput(flop: float, rec: TrialRecord) -> float | None:
+    return flop / rec.latency_s if rec.ok and rec.latency_s else None
+
+
+def _warn_foreign(db: Records, foreign: list[TrialRecord], versions: Mapping[str, str]) -> None:
+    """Say that ``foreign`` trials (another heronlike / TVM version) are skipped."""
+    by_index = db.versions_of(foreign[0].workload_key, foreign[0].target_key)
+    seen = sorted(
+        {
+            ", ".join(f"{k} {by_index[r.trial_index].get(k, '?')}" for k in VERSION_KEYS)
+            for r in foreign
+            if r.trial_index in by_index
+        }
+    )
+    today = ", ".join(f"{k} {versions.get(k, '?')}" for k in VERSION_KEYS)
+    warnings.warn(
+        f"{db.path}: {len(foreign)} trials of this compute and target were recorded by "
+        f"{'; '.join(seen)} (this is {today}); they are not counted toward the trial budget "
+        "and not shown to the explorer",
+        stacklevel=3,
+    )
+
+
+def _best_of(history: list[TrialRecord]) -> TrialRecord | None:
+    """The ok trial of ``history`` with the lowest latency (ties: the earliest)."""
+    ok = [r for r in history if r.ok]
+    return min(ok, key=lambda r: (r.latency_s, r.trial_index)) if ok else None
+
+
+def _runner(tgt: DLATarget, runner: Runner | str | None, ev: EvaluatorConfig) -> Runner:
+    """The runner the user gave (an object, or a spec string), else the target's."""
+    timing = dict(number=ev.number, repeat=ev.repeat, min_repeat_ms=ev.min_repeat_ms)
+    if runner is None:
+        return tgt.make_runner(timeout_s=ev.run_timeout_s, **timing)
+    if isinstance(runner, str):
+        from .measure.rpc import runner_from_spec
+
+        return runner_from_spec(runner, timeout_s=ev.run_timeout_s, **timing)
+    return runner
+
+
+def _replay_history(
+    history: list[TrialRecord], sampler: RandSAT, exp: Explorer, flop: float
+) -> set[tuple[int, ...]]:
+    """Keys of the trials already measured; the explorer observes the usable ones."""
+    measured: set[tuple[int, ...]] = set()
+    observations = []
+    for rec in history:
+        try:
+            measured.add(sampler.key(rec.assignment))
+        except KeyError:
+            continue  # recorded by a version whose CSP had other variables
+        observations.append(Observation(dict(rec.assignment), _throughput(flop, rec)))
+    if observations:
+        exp.observe(observations)
+    return measured
+
+
+@dataclass(frozen=True)
+class _Data:
+    args_path: str
+    expected_path: str
+    rtol: float
+    inputs: list[np.ndarray]
+    expected: dict[int, np.ndarray]
+
+
+def _prepare_data(space: Space, work: Path, seed: int) -> _Data:
+    dag = space.logical
+    arrays = random_inputs(dag, np.random.default_rng(seed))
+    expected = reference_outputs(dag, arrays)
+    packed = space.prepare_args(arrays)
+    # the runners compare the kernel's own output buffers: expected values in the kernel's
+    # layout (a normalized output is a reshape, or zero-padded where the weight is)
+    in_kernel = space.prepare_args([expected.get(i, a) for i, a in enumerate(arrays)])
+    args = save_npz(work / f"args_seed{seed}.npz", {f"arg{i}": a for i, a in enumerate(packed)})
+    exp = save_npz(work / f"expected_seed{seed}.npz", {f"arg{i}": in_kernel[i] for i in expected})
+    floating = any(np.issubdtype(a.dtype, np.floating) for a in expected.values())
+    rtol = tolerance(dag)[0] if floating else 0.0  # 1e-3; 5e-2 when accumulating in float16
+    return _Data(str(args), str(exp), rtol, arrays, expected)
+
+
+#: the best-kernel fields of a TuneResult when no candidate was valid
+_NO_RESULT: dict[str, Any] = dict.fromkeys(
+    (
+        "latency_s",
+        "tuning_latency_s",
+        "throughput",
+        "assignment",
+        "knobs",
+        "kernel",
+        "correct",
+        "trace",
+        "script",
+    )
+)
+
+
+def _finish(
+    space: Space,
+    best: TrialRecord | None,
+    tvm_target: dict[str, Any],
+    data: _Data,
+    flop: float,
+    measurer: HardwareMeasurer,
+    final_repeat: int,
+) -> dict[str, Any]:
+    """Re-measure the best candidate on the target's runner with more repeats (which checks
+    its outputs again); where the target's kernels run in this process, also build it here as
+    a callable :class:`BuiltKernel` and check that too."""
+    if best is None:
+        return dict(_NO_RESULT)
+    # re-measure first: running the kernel in this process wakes TVM's thread pool, whose
+    # spinning threads would steal cores from the runner for a while
+    final = measurer.finish(best.assignment, final_repeat)
+    latency = final.latency_s if final.latency_s is not None else best.latency_s
+    correct = final.correct
+    kernel = None
+    if space.target.runs_in_process:
+        kernel = BuiltKernel(space, best.assignment, tvm_target)
+        inputs = [
+            a
+            for p, a in zip(space.logical.params, data.inputs)
+            if p.name not in space.logical.outputs
+        ]
+        outs = kernel(*inputs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        correct = (correct is not False) and all(
+            compare(o, data.expected[i], data.rtol) is None
+            for o, i in zip(outs, sorted(data.expected), strict=True)
+        )
+    else:
+        sch = space.apply(best.assignment)
+    knobs = {k: best.assignment[k] for k in space.csp.knobs if k in best.assignment}
+    return dict(
+        latency_s=latency,
+        tuning_latency_s=best.latency_s,
+        throughput=flop / latency if latency else None,
+        assignment=dict(best.assignment),
+        knobs=knobs,
+        kernel=kernel,
+        correct=correct,
+        trace=kernel.trace if kernel is not None else str(sch.trace),
+        script=kernel.script if kernel is not None else sch.mod.script(),
+    )
+
+
+def _finish_simulated(space: Space, best: TrialRecord | None, flop: float) -> dict[str, Any]:
+    """The best replayed trial as it was recorded: nothing is built or re-measured."""
+    if best is None:
+        return dict(_NO_RESULT)
+    sch = space.apply(best.assignment)
+    return dict(
+        latency_s=best.latency_s,
+        tuning_latency_s=best.latency_s,
+        throughput=_throughput(flop, best),
+        assignment=dict(best.assignment),
+        knobs={k: best.assignment[k] for k in space.csp.knobs if k in best.assignment},
+        kernel=None,
+        correct=None,
+        trace=str(sch.trace),
+        script=sch.mod.script(),
+    )
+
+
+def _importance(exp: Explorer) -> dict[str, float]:
+    """The explorer's cost-model feature importance by name, largest first (empty if none)."""
+    importance_of = getattr(exp.cost_model, "feature_importance", None)
+    if importance_of is None or not getattr(exp.cost_model, "trained", False):
+        return {}
+    try:
+        scores = importance_of(exp.featurizer.names, kind="gain")
+    except ValueError:  # a user model fitted on other columns
+        return {}
+    return dict(sorted(scores.items(), key=lambda kv: -kv[1]))
