@@ -267,8 +267,9 @@ def parse_target_string(text: str) -> tuple[str, dict[str, str | bool]]:
 
 
 def available_targets() -> dict[str, type[DLATarget]]:
-    """Every target class by canonical name: ``heronlike.dla_targets`` modules, then the
-    ``heronlike.targets`` entry points."""
+    """Every target class by canonical name: the classes defined in each ``heronlike.dla_targets``
+    module (or, for a target package such as ``vta/``, in its submodules and imported by its
+    ``__init__``), then the ``heronlike.targets`` entry points."""
     from . import dla_targets  # type: ignore[attr-defined]
 
     found: dict[str, type[DLATarget]] = {}
@@ -276,7 +277,9 @@ def available_targets() -> dict[str, type[DLATarget]]:
         module = importlib.import_module(f"{dla_targets.__name__}.{info.name}")
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, DLATarget) and obj.names:
-                if obj.__module__ == module.__name__:
+                home = obj.__module__
+                # defined in the module, or (a target package) in one of its submodules
+                if home == module.__name__ or home.startswith(module.__name__ + "."):
                     found.setdefault(obj.names[0], obj)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         obj = ep.load()

@@ -13,10 +13,14 @@ the public ISA and semantics in our own code (vta.md §4.2 option (a)):
 * :mod:`.timing` — per-instruction cycle costs (:class:`TimingParams`, uncalibrated);
 * :mod:`.simulator` — :func:`simulate`, the discrete-event model; :mod:`.report` —
   :class:`SimReport`;
-* :mod:`.examples` — hand-written reference GEMM programs.
+* :mod:`.examples` — hand-written reference GEMM programs;
+* :mod:`.lowering` — VTA programs from a tuned GEMM candidate's parameters, the build function;
+* :mod:`.runner` — :class:`VTARunner`, simulated cycles behind the Runner protocol;
+* :mod:`.target` — :class:`VTATarget`, the ``"vta"`` target.
 
-This package defines no :class:`~heronlike.target.DLATarget` (yet): target discovery imports it
-and finds nothing to register.
+Target discovery (:func:`heronlike.target.available_targets`) scans the modules of
+``dla_targets/`` and registers the :class:`~heronlike.target.DLATarget` subclasses defined in
+each, or in a target package's submodules: importing :class:`VTATarget` here registers it.
 """
 
 from .builder import ProgramBuilder, UopKernel
@@ -39,6 +43,7 @@ from .isa import (
 from .program import DramBuffer, Program, validate_program
 from .report import EngineStats, SimReport
 from .simulator import SimResult, simulate, time_program
+from .target import VTATarget
 from .timing import PLAUSIBLE_RANGES, UNCALIBRATED, TimingParams
 
 __all__ = [
@@ -63,6 +68,7 @@ __all__ = [
     "UNCALIBRATED",
     "Uop",
     "UopKernel",
+    "VTATarget",
     "VTAConfig",
     "check_fields",
     "decode",
