@@ -111,3 +111,8 @@ class VTADeadlockError(VTATokenError):
     """A VTA engine waits for a dependency token that never arrives (or for a command-queue
     slot that never frees): the program can never reach FINISH."""
 
+
+class UnsupportedComputeError(InvalidComputeError):
+    """A stage of the compute is valid TVM but no rule set of heronlike can schedule or check
+    it (an extern call, a tuple reduction such as argmax, an index loaded from a tensor); the
+    message names the stage and why."""
