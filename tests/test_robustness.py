@@ -217,8 +217,11 @@ def test_kill_mid_batch_loses_at_most_the_trial_in_flight(tmp_path: Path) -> Non
     # killed after 3 runs of the first batch, then 4 runs later (1 into the second batch)
     rows, final = run_kills(tmp_path, kills=2, trials=12, batch=6, n=32, points=[3, 4])
     assert rows and all(r["lost"] <= r["in_flight"] for r in rows), rows
-    # the kills land inside a batch (a run takes 40 ms), whose finished trials are kept
-    assert rows[0]["committed"] in (3, 4) and rows[1]["committed"] in (7, 8, 9), rows
+    # the first kill lands inside the first batch (a run takes 40 ms): its finished trials are
+    # kept (the old batch-at-a-time commit kept none); the run whose log line was written but
+    # whose commit had not happened yet is the trial in flight
+    assert rows[0]["committed"] in (2, 3, 4), rows
+    assert all(r["committed"] >= r["ran"] - r["in_flight"] for r in rows), rows
     assert final["returncode"] == 0, final["stderr"]
     assert final["trials"] == 12 and final["indices_ok"] and final["duplicates"] == 0
 
