@@ -10,20 +10,24 @@ vectors); the implementation below passes ``uint8x64``/``int8x64`` operands.
 Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per core (read from
 ``/sys``), the cores this process may run on. Target strings: ``"dlboost"``, ``"llvm"``,
 ``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>`` and
-``-general``.
+``-general``. ``"llvm"`` and ``"x86"`` mean ``"dlboost -general"`` (:attr:`name_options`; the
+same space and records key): the CPU target for any compute TVM can build.
 
 Any shape: a stage whose extents VNNI's 16 × 4 tile does not divide (``N = 1000``, primes) is
 padded inside the kernel (:class:`heronlike.rules.pad.PadToIntrinsic`, measured).
 
-``-general`` (or ``{"kind": "dlboost", "general": True}``) also runs on a CPU without VNNI
-(every stage then goes to the general rule set, and the target key names that CPU), and allows
-computes with no stage that maps onto VNNI (float32, depthwise convolution, anything
-element-wise): such stages are tuned with the general rule set (multi-level tiling with a
-vector level, cache write, vectorise, parallel, unroll; :mod:`heronlike.rules.general`).
+``-general`` (or ``{"kind": "dlboost", "general": True}``, or the name ``"llvm"``) also runs on
+a CPU without VNNI (every stage then goes to the general rule set, and the target key names
+that CPU), and allows computes with no stage that maps onto VNNI (float32/float16 reductions,
+depthwise convolution, softmax, normalisation, element-wise, transposes): such stages are tuned
+with the general rule set (multi-level tiling with a vector level, cache write, vectorise,
+parallel, unroll: :mod:`heronlike.rules.general`; row-wise reductions computed per row of their
+consumer and vectorised: :mod:`heronlike.rules.rows`).
 Without it such a compute is a :class:`~heronlike.errors.NoTensorizableStageError` (or
-``UnsupportedDtypeError``), because this target is about the intrinsic. Element-wise
+``UnsupportedDtypeError``), because ``"dlboost"`` is about the intrinsic. Element-wise
 epilogues of a reduction (bias, ReLU, requantize) are fused into its tile loops with or
-without the option.
+without the option. A general target checks that this CPU runs what ``-mcpu`` may emit
+(``"llvm -mcpu=cascadelake"`` on a CPU without AVX-512 is a ``HostFeatureError``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from heronlike.rules.inline import AlwaysInline, MaterializeOperand
 from heronlike.rules.mem_limit import AddMemLimit, Footprint
 from heronlike.rules.pad import PadToIntrinsic
 from heronlike.rules.parallel import ParallelizeOuter, UnrollRegisterTile, UseAllCores
+from heronlike.rules.rows import FuseIntoRow, ParallelizeReduction
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
 from heronlike.target import DLATarget, MemoryLevel
@@ -179,9 +184,42 @@ def host_cpu() -> str:
 
 
 def _has_vnni(mcpu: str) -> bool:
+    return _has_feature(mcpu, "avx512vnni")
+
+
+@functools.cache
+def _has_feature(mcpu: str, feature: str) -> bool:
     from tvm.target import Target, codegen
 
-    return bool(codegen.target_has_features("avx512vnni", Target({"kind": "llvm", "mcpu": mcpu})))
+    return bool(codegen.target_has_features(feature, Target({"kind": "llvm", "mcpu": mcpu})))
+
+
+#: LLVM feature -> its /proc/cpuinfo flag, for the features whose absence makes a kernel
+#: built for ``-mcpu`` die of an illegal instruction on this CPU
+_CPU_FLAGS = (
+    ("avx512vnni", "avx512_vnni"),
+    ("avx512f", "avx512f"),
+    ("avx2", "avx2"),
+    ("fma", "fma"),
+)
+
+
+def missing_host_features(mcpu: str) -> list[str]:
+    """The LLVM features of ``-mcpu`` (of :data:`_CPU_FLAGS`) this CPU does not report; empty
+    when ``/proc/cpuinfo`` has no flags (nothing to compare with)."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    if not flags:
+        return []
+    if host_has_vnni():
+        flags.add("avx512_vnni")
+    return [feat for feat, flag in _CPU_FLAGS if flag not in flags and _has_feature(mcpu, feat)]
 
 
 class DLBoostTarget(DLATarget):
@@ -189,6 +227,9 @@ class DLBoostTarget(DLATarget):
 
     names = ("dlboost", "llvm", "x86")
     option_names = ("mcpu", "num-cores", "general")
+    #: ``"llvm"`` and ``"x86"`` tune any compute: VNNI where a stage maps onto it and the CPU
+    #: has it, the general rule set for the rest (``"llvm -general=0"`` is ``"dlboost"``)
+    name_options = {"llvm": {"general": True}, "x86": {"general": True}}
     pads_shapes = True
 
     def __init__(self, **options: str | bool) -> None:
@@ -204,7 +245,8 @@ class DLBoostTarget(DLATarget):
     def general_hint(self) -> str:
         return (
             "; to tune it without the intrinsic (general rule set: tiling, vectorize, parallel) "
-            'use the target "dlboost -general" or {"kind": "dlboost", "general": True}'
+            'use the target "llvm" (the same as "dlboost -general" or {"kind": "dlboost", '
+            '"general": True})'
         )
 
     @property
@@ -229,9 +271,22 @@ class DLBoostTarget(DLATarget):
         return () if self.general and not _has_vnni(self.mcpu) else (VNNI,)
 
     @property
+    def vector_bytes(self) -> int:
+        """Vector register width for ``-mcpu``: 64 (AVX-512; always for strict DL Boost,
+        whose CPUs have it), 32 (AVX2) or 16 (SSE) for a general target on other CPUs."""
+        if not self.general or _has_feature(self.mcpu, "avx512f"):
+            return VECTOR_BYTES
+        return 32 if _has_feature(self.mcpu, "avx") else 16
+
+    @property
+    def vector_registers(self) -> int:
+        """Vector registers: 32 with AVX-512, 16 without."""
+        return VECTOR_REGISTERS if self.vector_bytes == VECTOR_BYTES else 16
+
+    @property
     def memory(self) -> tuple[MemoryLevel, ...]:
         return (
-            MemoryLevel("register", VECTOR_REGISTERS * VECTOR_BYTES),
+            MemoryLevel("register", self.vector_registers * self.vector_bytes),
             MemoryLevel("L1", _cache_bytes(1, 32 * 1024)),
             MemoryLevel("L2", _cache_bytes(2, 1024 * 1024)),
         )
@@ -242,11 +297,20 @@ class DLBoostTarget(DLATarget):
         return {"kind": "llvm", "mcpu": self.mcpu, "num-cores": self.cores}
 
     def check_host(self) -> None:
-        if not host_has_vnni() and not self.general:
+        if not self.general:
+            if not host_has_vnni():
+                raise HostFeatureError(
+                    "this CPU has no AVX512-VNNI (avx512_vnni in /proc/cpuinfo), so DL Boost "
+                    "kernels cannot be measured here; use a Cascade Lake or newer Intel CPU or "
+                    "an AMD Zen 4 or newer"
+                )
+            return
+        missing = missing_host_features(self.mcpu)
+        if missing:
             raise HostFeatureError(
-                "this CPU has no AVX512-VNNI (avx512_vnni in /proc/cpuinfo), so DL Boost "
-                "kernels cannot be measured here; use a Cascade Lake or newer Intel CPU or an "
-                "AMD Zen 4 or newer"
+                f"-mcpu={self.mcpu} lets LLVM emit {', '.join(missing)}, which this CPU lacks "
+                f"(/proc/cpuinfo), so its kernels cannot be measured here; leave -mcpu out "
+                f"(this CPU is {host_cpu()}) or measure on such a CPU"
             )
 
     def peak_ops_per_s(self) -> float | None:
@@ -264,7 +328,8 @@ class DLBoostTarget(DLATarget):
         # the V level, VectorizeGeneral, ScheduleInjective) and PadToIntrinsic do not apply to
         # a divisible compute whose reductions are all tensorized and that has no epilogue:
         # its space is the same as without them
-        return (
+        vb = self.vector_bytes
+        rules: tuple[Rule, ...] = (
             AlwaysInline(),
             MaterializeOperand(vector_bytes=VECTOR_BYTES),
             FuseEpilogue(),
@@ -276,9 +341,13 @@ class DLBoostTarget(DLATarget):
             UnrollRegisterTile(),
             ApplyIntrinsic(vector_bytes=VECTOR_BYTES),
             PackVectorOperand(),
-            VectorizeGeneral(vector_bytes=VECTOR_BYTES),
-            ScheduleInjective(vector_bytes=VECTOR_BYTES),
+            VectorizeGeneral(vector_bytes=vb),
+            ScheduleInjective(vector_bytes=vb),
         )
+        if not self.general:
+            return rules  # strict DL Boost: the rule set its records were tuned with
+        # row-wise stages (softmax, normalisation); a no-op on computes without them
+        return (FuseIntoRow(vector_bytes=vb), *rules, ParallelizeReduction(vector_bytes=vb))
 
     def constraint_rules(self) -> Sequence[ConstraintRule]:
         return (
@@ -289,7 +358,7 @@ class DLBoostTarget(DLATarget):
                         "register",
                         "R0",
                         outputs_only=True,
-                        reserve_bytes=RESERVED_REGISTERS * VECTOR_BYTES,
+                        reserve_bytes=RESERVED_REGISTERS * self.vector_bytes,
                     ),
                     # one iteration of R0 streams A and B tiles and updates the C tile
                     Footprint("L1", "R0"),

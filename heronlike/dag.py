@@ -19,7 +19,7 @@ import networkx as nx
 import tvm
 from tvm import s_tir, te, tirx
 
-from .errors import InvalidComputeError
+from .errors import InvalidComputeError, UnsupportedComputeError
 
 AxisKind = Literal["S", "R"]
 
@@ -112,6 +112,8 @@ class Stage:
     is_output: bool
     #: the value is only loads, casts, constants and selects (padding, layout copies)
     is_data_movement: bool = False
+    #: the operators the value calls (``"tirx.exp"``, ``"tirx.rsqrt"`` ...), sorted
+    calls: tuple[str, ...] = ()
 
     @property
     def is_reduction(self) -> bool:
@@ -167,7 +169,13 @@ class ComputeDAG:
         self.outputs = tuple(outputs)
         self.graph: nx.DiGraph = nx.DiGraph()
         sch = s_tir.Schedule(func)
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        try:
+            blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        except s_tir.ScheduleError:
+            raise UnsupportedComputeError(
+                "the compute is not TE stages under one root block (an extern call or a "
+                "hand-written opaque block?): no rule can schedule it"
+            ) from None
         if not blocks:
             raise InvalidComputeError("the compute has no stage")
         for rv in blocks:
@@ -260,7 +268,8 @@ class ComputeDAG:
 
     def flop(self) -> float:
         """Operations of the compute: 2 per multiply-accumulate, 1 per other output element;
-        data-movement stages (zero padding, a generated constant matrix) count nothing."""
+        data-movement stages (zero padding, a generated constant matrix) count nothing, unless
+        the compute is nothing else (a transpose): then 1 per element of its outputs."""
         total = 0.0
         for s in self.stages:
             if s.is_data_movement:
@@ -269,7 +278,16 @@ class ComputeDAG:
             for a in s.axes:
                 n *= a.extent
             total += 2 * n if s.mac else n
+        if total == 0:  # only data movement (a transpose, a copy): one per output element
+            total = float(sum(_size(p.shape) for p in self.params if p.name in self.outputs))
         return total
+
+
+def _size(shape: Sequence[int]) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
 
 
 def _short(err: Exception, lines: int = 3) -> str:
@@ -369,10 +387,28 @@ def _stage(block: Any, outputs: Sequence[str]) -> Stage:
         axis_of[iv.var.name] = iv.var.name
     store = block.body
     if type(store).__name__ != "BufferStore":
-        raise InvalidComputeError(f"stage {block.name_hint} has an unsupported body")
+        what = (
+            "writes several buffers (a tuple reduction such as argmax)"
+            if type(store).__name__ == "SeqStmt"
+            else f"is a {type(store).__name__}, not one buffer store (an extern call?)"
+        )
+        raise UnsupportedComputeError(
+            f"stage {block.name_hint} {what}: heronlike's rules schedule stages that compute "
+            "one element of one buffer per iteration"
+        )
     write = _access(store.buffer, store.indices, axis_of)
     loads: list[Any] = []
     _loads(store.value, loads)
+    for ld in loads:
+        inner: list[Any] = []
+        for index in ld.indices:
+            _loads(index, inner)
+        if inner:
+            raise UnsupportedComputeError(
+                f"stage {block.name_hint} indexes {ld.source.name} with values loaded from "
+                f"{inner[0].source.name} (a gather): every candidate is checked on random "
+                "inputs, which cannot keep an index tensor's values in bounds"
+            )
     reads: dict[str, Access] = {}
     for ld in loads:
         acc = _access(ld.source, ld.indices, axis_of)
@@ -388,7 +424,24 @@ def _stage(block: Any, outputs: Sequence[str]) -> Stage:
         mac,
         write.buffer in outputs,
         movement,
+        tuple(sorted(_calls(store.value))),
     )
+
+
+def _calls(expr: Any) -> set[str]:
+    """Names of the operators ``expr`` calls (``tirx.exp`` ...), loads' indices excluded."""
+    out: set[str] = set()
+    if type(expr).__name__ == "TensorLoad":
+        return out
+    if type(expr).__name__ == "Call":
+        out.add(str(getattr(expr.op, "name", expr.op)))
+    for field in ("a", "b", "value", "condition", "true_value", "false_value"):
+        child = getattr(expr, field, None)
+        if child is not None and not isinstance(child, str | int | float):
+            out |= _calls(child)
+    for arg in getattr(expr, "args", None) or ():
+        out |= _calls(arg)
+    return out
 
 
 def _mac(value: Any, write: Access, axis_of: dict[Any, str]) -> MacPattern | None:

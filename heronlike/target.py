@@ -84,6 +84,9 @@ class DLATarget(ABC):
     pads_shapes: ClassVar[bool] = False
     #: options this target understands (``-key=value`` in a target string)
     option_names: ClassVar[tuple[str, ...]] = ()
+    #: options a name of :attr:`names` implies, by name (e.g. ``"llvm"`` means
+    #: ``"dlboost -general"``); options given explicitly override them
+    name_options: ClassVar[Mapping[str, Options]] = {}
 
     def __init__(self, **options: str | bool) -> None:
         unknown = sorted(set(options) - set(self.option_names))
@@ -309,6 +312,7 @@ def get_target(spec: str | Mapping[str, Any] | DLATarget) -> DLATarget:
     targets = available_targets()
     for cls in targets.values():
         if cls.accepts(name, options):
-            return cls(**{k: (v if isinstance(v, bool) else str(v)) for k, v in options.items()})
+            given = {**cls.name_options.get(name, {}), **options}
+            return cls(**{k: (v if isinstance(v, bool) else str(v)) for k, v in given.items()})
     known = ", ".join(sorted(n for cls in targets.values() for n in cls.names))
     raise UnknownTargetError(f"unknown target {spec!r}; known targets: {known}")

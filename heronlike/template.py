@@ -163,6 +163,79 @@ def parallelize_vectorize(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
         sch.vectorize(inner)
 
 
+def row_reduction(sch: s_tir.Schedule, block: Any, at: Any, lanes: int) -> None:
+    """Schedule a reduction without data reuse (a row max, sum or moment; see
+    ``heronlike.rules.rows``) at loop ``at`` of its consumer, or at the root (``at`` None)
+    with its spatial loops fused into one ``parallel`` loop.
+
+    When its innermost loop is a reduction whose extent is a multiple of ``lanes`` (at least
+    two vectors long), that loop is split by ``lanes`` and ``rfactor``-ed: a partial-result
+    stage keeps ``lanes`` running results per row in one vector register (its ``lanes`` loop
+    vectorised, its initialisation split off and vectorised), and the stage itself then
+    reduces the ``lanes`` partial results. Reassociating the reduction this way changes a
+    float sum's rounding (as every vectorised reduction does), not its value beyond it.
+    Without such a loop, or when TVM cannot ``rfactor`` the reducer, the reduction stays
+    serial inside its row.
+    """
+    from tvm.s_tir import ScheduleError
+    from tvm.tirx import Var
+
+    original = {iv.var.name for iv in sch.get(block).iter_vars}
+    inner = sch.get_loops(block)[-1]
+    extent = int(sch.get(inner).extent)
+    rf = None
+    if extent % lanes == 0 and extent >= 2 * lanes and _is_reduce_loop(sch, block, inner):
+        try:
+            ndim = len(sch.get(block).writes[0].region)  # partial results innermost
+            rf = sch.rfactor(sch.split(inner, [None, lanes])[1], ndim)
+        except ScheduleError:  # a reducer TVM cannot factor: stay serial
+            rf = None
+    if at is None:
+        spatial = [lp for lp in sch.get_loops(block) if not _is_reduce_loop(sch, block, lp)]
+        if spatial:
+            at = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+            sch.parallel(at)
+    else:
+        sch.compute_at(block, at)
+    if rf is None:
+        return
+    if at is not None:
+        sch.compute_at(rf, at)
+    loops = sch.get_loops(rf)
+    realize = sch.get(loops[-1]).body
+    binding = {
+        iv.var.name: value
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
+    }
+    (rf_var,) = [
+        iv.var.name
+        for iv in realize.block.iter_vars
+        if int(iv.iter_type) == 0 and iv.var.name not in original
+    ]
+    if not isinstance(binding[rf_var], Var):
+        return
+    vec = next(lp for lp in loops if sch.get(lp).loop_var.same_as(binding[rf_var]))
+    row = -1 if at is None else [sch.get(lp).same_as(sch.get(at)) for lp in loops].index(True)
+    rest = [lp for lp in loops[row + 1 :] if not sch.get(lp).same_as(sch.get(vec))]
+    if rest:
+        sch.reorder(*rest, vec)
+        sch.vectorize(vec)
+        init = sch.decompose_reduction(rf, rest[0])
+        sch.vectorize(sch.get_loops(init)[-1])
+
+
+def _is_reduce_loop(sch: s_tir.Schedule, block: Any, loop: Any) -> bool:
+    """Whether ``loop`` binds a reduction iterator of ``block`` (its only child block)."""
+    from tvm.tirx.analysis import undefined_vars
+
+    var = sch.get(loop).loop_var
+    realize = sch.get(sch.get_loops(block)[-1]).body
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True):
+        if int(iv.iter_type) == 2 and any(v.same_as(var) for v in undefined_vars(value)):
+            return True
+    return False
+
+
 def own_loops(sch: s_tir.Schedule, block: Any) -> list[Any]:
     """The innermost loops of ``block`` that hold no other block: the loops a compute-at
     stage got from its region (their number depends on the chosen tile, since loops of extent
@@ -235,6 +308,7 @@ def software_pipeline(sch: s_tir.Schedule, loop: Any, enabled: int) -> None:
 _HELPERS = {
     "vectorize_innermost": vectorize_innermost,
     "parallelize_vectorize": parallelize_vectorize,
+    "row_reduction": row_reduction,
     "cooperative_fetch": cooperative_fetch,
     "tensorize_tile": tensorize_tile,
     "tensorize_last": tensorize_last,

@@ -16,7 +16,9 @@ vector level ``V`` on its output's contiguous axis, parallelised and unrolled by
   (C: its extent is a divisor of the axis, C3, and at most one vector register, LE), the
   reduction's initialisation is separated and vectorised, and so is the write-back.
 * :class:`ScheduleInjective`: a stand-alone element-wise output stage: outer loops fused and
-  parallel, the innermost loop split to one vector register and vectorised.
+  parallel, the innermost loop split to one vector register and vectorised. Its parallel loop
+  is the row loop that :mod:`heronlike.rules.rows` computes the stage's row-wise producers
+  under (softmax's max and sum, layer norm's moments).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from heronlike.csp import Le
 from heronlike.template import Sym
 
 from .base import Rule, RuleContext
+from .rows import set_row
 
 
 def _inlinable(ctx: RuleContext, stage: str) -> bool:
@@ -252,6 +255,8 @@ class ScheduleInjective(Rule):
                 "fuse", tuple(Sym(lp.sym) for lp in loops[:-1]), outs=[f"{stage}.outer"]
             )
         ctx.step("parallel", outer)
+        if len(loops) > 1:  # producers of the same rows may be computed under it (rows.py)
+            set_row(ctx, stage, outer, len(loops) - 1)
         if len(loops) > 1 and vec < extent:
             _, inner = ctx.step("split", inner, (None, vec), outs=[f"{stage}.row", f"{stage}.vec"])
         if vec > 1:

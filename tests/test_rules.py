@@ -283,7 +283,7 @@ def test_llvm_num_cores_is_dlboost_with_those_cores() -> None:
     t = get_target("llvm -num-cores=2")
     assert isinstance(t, DLBoostTarget)
     assert t.cores == 2
-    assert t.key.startswith("dlboost ") and "-num-cores=2" in t.key
+    assert t.key.startswith("dlboost -general ") and "-num-cores=2" in t.key
     assert get_target("x86 -num-cores=3").cores == 3
     assert get_target("DLBoost").names[0] == "dlboost"
     same = DLBoostTarget(**{"num-cores": "2"})
@@ -295,15 +295,17 @@ def test_dict_target() -> None:
     assert isinstance(t, DLBoostTarget)
     assert t.mcpu == "cascadelake" and t.cores == 2
     assert t.tvm_target() == {"kind": "llvm", "mcpu": "cascadelake", "num-cores": 2}
-    assert t.key == "dlboost -mcpu=cascadelake -num-cores=2"
+    assert t.key == "dlboost -general -mcpu=cascadelake -num-cores=2"  # llvm: any compute
     # the same target as the equivalent string: the same records key
     assert get_target("llvm -mcpu=cascadelake -num-cores=2").key == t.key
+    strict = get_target({"kind": "dlboost", "mcpu": "cascadelake", "num-cores": 2})
+    assert strict.key == "dlboost -mcpu=cascadelake -num-cores=2"
     with pytest.raises(UnknownTargetError):
         get_target({"mcpu": "cascadelake"})  # no kind
 
 
 def test_haswell_has_no_vnni() -> None:
-    t = get_target("llvm -mcpu=haswell")
+    t = get_target("dlboost -mcpu=haswell")
     with pytest.raises(HostFeatureError, match="haswell"):
         t.tvm_target()
 

@@ -297,7 +297,7 @@ def _unpaddable() -> list[te.Tensor]:
         (lambda: ops.gemm(64, 64, 64), {"trials": 0}, ValueError),
         (lambda: ops.gemm(64, 64, 64), {"batch_size": 0}, ValueError),
         (lambda: ops.gemm(64, 64, 64), {"explorer": "annealing9000"}, UnknownExplorerError),
-        (lambda: ops.gemm(64, 64, 64), {"target": "llvm -mcpu=haswell"}, HostFeatureError),
+        (lambda: ops.gemm(64, 64, 64), {"target": "dlboost -mcpu=haswell"}, HostFeatureError),
     ],
     ids=[
         "target",
@@ -334,4 +334,4 @@ def test_haswell_target_has_no_vnni() -> None:
     from heronlike.target import get_target
 
     with pytest.raises(HostFeatureError, match="haswell"):
-        get_target("llvm -mcpu=haswell").tvm_target()
+        get_target("dlboost -mcpu=haswell").tvm_target()
