@@ -38,6 +38,7 @@ from .errors import (  # noqa: E402
     RunnerSpecError,
     UnknownExplorerError,
     UnknownTargetError,
+    UnsupportedComputeError,
     UnsupportedDtypeError,
     UnsupportedShapeError,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "RunnerSpecError",
     "UnknownExplorerError",
     "UnknownTargetError",
+    "UnsupportedComputeError",
     "UnsupportedDtypeError",
     "UnsupportedShapeError",
     *_LAZY,
