@@ -52,7 +52,9 @@ CHILD = textwrap.dedent(
 
     records, log, trials, batch, n = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
     target, min_repeat_ms = sys.argv[6], float(sys.argv[7])
-    inner = get_target(target).make_runner(timeout_s=30, number=1, repeat=2, min_repeat_ms=0)
+    inner = get_target(target).make_runner(
+        timeout_s=30, number=1, repeat=2, min_repeat_ms=min_repeat_ms
+    )
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
     class LoggingRunner:
@@ -173,7 +175,9 @@ def run_kills(
         if points is not None:
             target_runs = ran_before + points[kill]
         else:
-            target_runs = ran_before + rng.randint(1, max(1, min(remaining - 1, 2 * batch)))
+            # spread the kills over the budget: on average half of a fair share per round
+            share = max(1, (remaining - 1) // (kills - kill))
+            target_runs = ran_before + rng.randint(1, min(remaining - 1, share))
         # the kill then waits a random fraction of one run (40 ms) more
         delay = rng.random() * 0.04 if points is None else 0.0
         child = _child(records, log, trials, batch, n, target)
