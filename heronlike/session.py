@@ -534,22 +534,6 @@ class TuningSession:
         self.close()
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"heronlike": __version__, "python": platform.python_version(), "tvm": tvm.__version__}
-    for pkg in ("ortools", "xgboost", "numpy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "?"
-    return out
-
-
-def _throughput(flop: float, rec: TrialRecord) -> float | None:
-    return flop / rec.latency_s if rec.ok and rec.latency_s else None
-
-
 def _warn_foreign(db: Records, foreign: list[TrialRecord], versions: Mapping[str, str]) -> None:
     """Say that ``foreign`` trials (another heronlike / TVM version) are skipped."""
     by_index = db.versions_of(foreign[0].workload_key, foreign[0].target_key)
