@@ -31,7 +31,6 @@ import argparse
 import csv
 import datetime as dt
 import os
-import platform
 import signal
 import sqlite3
 import subprocess
@@ -40,6 +39,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+from heronlike.host import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_KINDS = ("run", "run_timeout", "crash", "wrong_result")
@@ -79,17 +80,6 @@ CHILD = textwrap.dedent(
     print("DONE", r.trials, r.trials_run, flush=True)
     """
 )
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (``platform.processor()`` elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _count_lines(path: Path) -> int:

@@ -32,13 +32,14 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import platform
 import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from heronlike.host import cpu_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
@@ -160,17 +161,6 @@ WORKLOADS: dict[str, tuple[Callable[..., list[Any]], tuple[int, ...], tuple[int,
 
 # ------------------------------------------------------------------------------------------------
 # one case
-
-
-def cpu_model() -> str:
-    """The CPU's ``model name`` from ``/proc/cpuinfo`` (else :func:`platform.processor`)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _slug(text: str) -> str:

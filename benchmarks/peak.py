@@ -36,6 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from heronlike.host import cpu_flags, cpu_model
+
 ACCUMULATORS = 12  # > latency (4-5 cycles) × ports (2): enough to hide the FMA latency
 
 #: kernel name -> (cpuinfo flags needed, gcc -m flags, ops per instruction, vector type, setup,
@@ -74,28 +76,6 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         "a{i} = _mm256_dpbusd_avx_epi32(a{i}, x, y);",
     ),
 }
-
-
-def cpu_flags() -> set[str]:
-    """The instruction-set flags of this CPU (``/proc/cpuinfo``; empty elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def cpu_model() -> str:
-    """The CPU model name (``/proc/cpuinfo``)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def _source(name: str) -> str:

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from heronlike.host import cpu_model
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 OUT = REPO_ROOT / "benchmarks" / "out"
@@ -150,26 +152,13 @@ def host_info() -> dict[str, str]:
 
     from heronlike.measure.cuda import nvcc_version
 
-    cpu = platform_cpu()
+    cpu = cpu_model()
     return {
         "cpu": f"{cpu} ({os.cpu_count()} cores)",
         "nvcc_version": nvcc_version() or "none",
         "tvm_version": tvm.__version__,
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-
-
-def platform_cpu() -> str:
-    """The ``model name`` of /proc/cpuinfo (or the platform's processor string)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown"
 
 
 def write_rows(

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from heronlike.errors import HostFeatureError
+from heronlike.host import cpu_flags
 from heronlike.intrinsic import Intrinsic
 from heronlike.rules.base import ConstraintRule, Rule
 from heronlike.rules.cache_stage import AddCacheStage
@@ -162,13 +163,7 @@ def _cache_bytes(level: int, default: int) -> int:
 
 def host_has_vnni() -> bool:
     """Whether this CPU reports ``avx512_vnni`` (Linux ``/proc/cpuinfo``)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return "avx512_vnni" in line.split()
-    except OSError:
-        pass
-    return False
+    return "avx512_vnni" in cpu_flags()
 
 
 @functools.cache
@@ -207,18 +202,9 @@ _CPU_FLAGS = (
 def missing_host_features(mcpu: str) -> list[str]:
     """The LLVM features of ``-mcpu`` (of :data:`_CPU_FLAGS`) this CPU does not report; empty
     when ``/proc/cpuinfo`` has no flags (nothing to compare with)."""
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
+    flags = cpu_flags()
     if not flags:
         return []
-    if host_has_vnni():
-        flags.add("avx512_vnni")
     return [feat for feat, flag in _CPU_FLAGS if flag not in flags and _has_feature(mcpu, feat)]
 
 
