@@ -52,7 +52,12 @@ from heronlike.rules.general import (
 from heronlike.rules.inline import AlwaysInline, MaterializeOperand
 from heronlike.rules.mem_limit import AddMemLimit, Footprint
 from heronlike.rules.pad import PadToIntrinsic
-from heronlike.rules.parallel import ParallelizeOuter, UnrollRegisterTile, UseAllCores
+from heronlike.rules.parallel import (
+    ParallelizeOuter,
+    UnrollDepth,
+    UnrollRegisterTile,
+    UseAllCores,
+)
 from heronlike.rules.rows import FuseIntoRow, ParallelizeReduction
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
@@ -322,9 +327,10 @@ class DLBoostTarget(DLATarget):
             PadToIntrinsic(vector_bytes=VECTOR_BYTES),
             Tensorize(),
             AddCacheStage(scope="global"),
-            MultiLevelTiling(vector_level="V"),
+            MultiLevelTiling(vector_level="V", order_level="S1"),
             ParallelizeOuter(),
             UnrollRegisterTile(),
+            UnrollDepth(),
             ApplyIntrinsic(vector_bytes=VECTOR_BYTES),
             PackVectorOperand(),
             VectorizeGeneral(vector_bytes=vb),

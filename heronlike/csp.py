@@ -34,6 +34,12 @@ class Var:
 
     ``knob`` marks a tunable parameter (a split factor, a compute location, an unroll depth):
     explorers vary knobs; every other variable is derived from knobs by constraints.
+
+    ``topology`` tells explorers how a knob's values relate (OpEvo's parameter topologies,
+    Gao et al. AAAI'21 §3): ``""`` ordered values (a split factor, a compute location);
+    ``"categorical"`` unordered alternatives (an unroll depth, a scope); ``"perm:<group>"`` one
+    position of a loop order, the knobs of one group together holding a permutation of
+    ``1 .. n`` (:meth:`CSP.perm_groups`).
     """
 
     name: str
@@ -41,6 +47,7 @@ class Var:
     hi: int
     knob: bool = False
     doc: str = ""
+    topology: str = ""
 
     def __str__(self) -> str:
         kind = "knob" if self.knob else "var"
@@ -212,13 +219,23 @@ class CSP:
     vars: dict[str, Var] = field(default_factory=dict)
     constraints: list[Constraint] = field(default_factory=list)
 
-    def var(self, name: str, lo: int, hi: int, *, knob: bool = False, doc: str = "") -> str:
-        """Declare the integer variable ``name`` in ``[lo, hi]`` and return its name."""
+    def var(
+        self,
+        name: str,
+        lo: int,
+        hi: int,
+        *,
+        knob: bool = False,
+        doc: str = "",
+        topology: str = "",
+    ) -> str:
+        """Declare the integer variable ``name`` in ``[lo, hi]`` and return its name
+        (``topology``: see :class:`Var`)."""
         if name in self.vars:
             raise ValueError(f"duplicate CSP variable {name!r}")
         if lo > hi:
             raise ValueError(f"empty range [{lo}, {hi}] for CSP variable {name!r}")
-        self.vars[name] = Var(name, int(lo), int(hi), knob, doc)
+        self.vars[name] = Var(name, int(lo), int(hi), knob, doc, topology)
         return name
 
     def add(self, constraint: Constraint) -> Constraint:
@@ -244,6 +261,21 @@ class CSP:
     def knobs(self) -> list[str]:
         """Names of the tunable variables, in creation order."""
         return [v.name for v in self.vars.values() if v.knob]
+
+    @property
+    def perm_groups(self) -> tuple[tuple[str, ...], ...]:
+        """Knob groups that hold a loop order: each group's knobs take the values ``1 .. n``
+        in some permutation (``topology="perm:<group>"``), in creation order."""
+        groups: dict[str, list[str]] = {}
+        for v in self.vars.values():
+            if v.knob and v.topology.startswith("perm:"):
+                groups.setdefault(v.topology[5:], []).append(v.name)
+        return tuple(tuple(g) for g in groups.values())
+
+    @property
+    def categorical(self) -> tuple[str, ...]:
+        """Knobs whose values are unordered alternatives (``topology="categorical"``)."""
+        return tuple(v.name for v in self.vars.values() if v.knob and v.topology == "categorical")
 
     def candidates(self, name: str) -> tuple[int, ...]:
         """The values ``name`` may take by its range and its IN constraints (not the others)."""

@@ -2,7 +2,8 @@
 
 Rules (``heronlike.rules``) append :class:`Step` records; a step's arguments may name loops and
 blocks made by earlier steps (:class:`Sym`), CSP variables (:class:`Ref`) or a compute location
-chosen by a CSP variable (:class:`Choice`). A *candidate program* is the template replayed with
+chosen by a CSP variable (:class:`Choice`), or a loop order chosen by position variables
+(:class:`Ordered`). A *candidate program* is the template replayed with
 one assignment of the CSP (:meth:`Template.apply`), which is how Heron instantiates a schedule
 for a solution (ASPLOS'23 §4.1).
 """
@@ -45,6 +46,26 @@ class Choice:
 
     def __str__(self) -> str:
         return f"[{', '.join(map(str, self.options))}][${self.index}]"
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """``options`` sorted by the values of the ``positions`` variables (one per option, a
+    permutation of ``1 .. n``; a loop order chosen by knobs); with ``pick`` set, the one
+    option at that index of the sorted list (``-1``: the innermost loop of the order)."""
+
+    positions: tuple[str, ...]
+    options: tuple[Any, ...]
+    pick: int | None = None
+
+    def select(self, assignment: Mapping[str, int]) -> Any:
+        keyed = sorted(zip(self.positions, self.options), key=lambda po: int(assignment[po[0]]))
+        ordered = tuple(o for _, o in keyed)
+        return ordered if self.pick is None else ordered[self.pick]
+
+    def __str__(self) -> str:
+        pairs = ", ".join(f"{o}@${p}" for p, o in zip(self.positions, self.options))
+        return f"order({pairs})" + ("" if self.pick is None else f"[{self.pick}]")
 
 
 @dataclass(frozen=True)
@@ -345,8 +366,16 @@ class Template:
                 return int(assignment[a.var])
             if isinstance(a, Choice):
                 return resolve(a.options[int(assignment[a.index])])
-            if isinstance(a, tuple):
-                return [resolve(x) for x in a]
+            if isinstance(a, Ordered):
+                return resolve(a.select(assignment))
+            if isinstance(a, tuple):  # an order inside a loop list is spliced into it
+                out: list[Any] = []
+                for x in a:
+                    if isinstance(x, Ordered) and x.pick is None:
+                        out += resolve(x)
+                    else:
+                        out.append(resolve(x))
+                return out
             return a
 
         for step in self.steps:

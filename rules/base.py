@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from heronlike.csp import CSP, Operand
 from heronlike.dag import ComputeDAG, Stage
 from heronlike.intrinsic import IntrinsicMatch
-from heronlike.template import Choice, PackedLayout, Ref, Step, Sym, Template
+from heronlike.template import Choice, Ordered, PackedLayout, Ref, Step, Sym, Template
 
 from . import constraints as C
 
@@ -142,6 +142,36 @@ class RuleContext:
         self.step("reorder", tuple(Sym(lp.sym) for lp in order))
         st.loops = list(order) + [lp for lp in st.loops if lp not in order]
 
+    def order_knobs(self, stage: str, loops: Sequence[Loop], name: str) -> Ordered:
+        """A loop-order knob over ``loops``: one position knob per loop (values ``1 .. n``,
+        ``topology="perm:<stage>.<name>"``), constrained to a permutation with the six kinds
+        only: SUM of positions ``== n(n+1)/2`` and PROD ``== n!`` (for ``n <= 7`` only the
+        permutations of ``1 .. n`` satisfy both), plus IN ``1 .. n``. Returns the
+        :class:`~heronlike.template.Ordered` to splice into a ``reorder`` step.
+
+        Raises:
+            ValueError: for fewer than 2 or more than 7 loops.
+        """
+        n = len(loops)
+        if not 2 <= n <= 7:
+            raise ValueError(f"a loop-order knob needs 2..7 loops, got {n}")
+        group = f"{stage}.{name}"
+        names = []
+        for lp in loops:
+            names.append(
+                self.csp.var(
+                    f"{group}.{lp.axis}",
+                    1,
+                    n,
+                    knob=True,
+                    doc=f"position of {lp.sym} in the {name} loop order",
+                    topology=f"perm:{group}",
+                )
+            )
+            C.add_candidates(self.csp, names[-1], tuple(range(1, n + 1)))
+        C.add_permutation(self.csp, names)
+        return Ordered(tuple(names), tuple(Sym(lp.sym) for lp in loops))
+
     def fuse(self, stage: str, loops: Sequence[Loop], name: str) -> Loop:
         """Fuse adjacent ``loops`` into one; emits C2 AddLoopFuse (its extent is a PROD)."""
         st = self.states[stage]
@@ -171,24 +201,27 @@ class RuleContext:
         self,
         stage: str,
         block: Sym,
-        candidates: Sequence[Loop],
+        candidates: Sequence[Loop | Ordered],
         what: str,
         sizes: Sequence[Operand],
         op: str = "reverse_compute_at",
     ) -> str:
         """Compute ``block`` at one of ``candidates`` (``reverse_compute_at`` for a consumer,
         ``compute_at`` for a producer), chosen by a new knob; emits C4 AddStageFuse: the
-        attached tile's size is SELECTed from ``sizes``."""
+        attached tile's size is SELECTed from ``sizes``. A candidate may be an
+        :class:`~heronlike.template.Ordered` with ``pick=-1``: the innermost loop of a level
+        whose order a knob chooses (the tile below it is the same whatever the order)."""
         pos = self.csp.var(
             f"{stage}.{what}.pos",
             0,
             len(candidates) - 1,
             knob=True,
-            doc=f"compute location of {what}: " + ", ".join(lp.sym for lp in candidates),
+            doc=f"compute location of {what}: " + ", ".join(map(_loop_text, candidates)),
         )
         size = self.csp.var(f"{stage}.{what}.elems", 1, _upper(self.csp, sizes, mode="max"))
         C.add_stage_fuse(self.csp, size, pos, sizes)
-        self.step(op, block, Choice(pos, tuple(Sym(lp.sym) for lp in candidates)))
+        syms = tuple(c if isinstance(c, Ordered) else Sym(c.sym) for c in candidates)
+        self.step(op, block, Choice(pos, syms))
         return size
 
     def product(self, name: str, factors: Sequence[Operand], upper: int | None = None) -> Operand:
@@ -220,6 +253,10 @@ class RuleContext:
     def with_rule(self, name: str) -> RuleContext:
         self._rule = name
         return self
+
+
+def _loop_text(c: Loop | Ordered) -> str:
+    return str(c) if isinstance(c, Ordered) else c.sym
 
 
 def _upper(csp: CSP, ops: Sequence[Operand], mode: str = "prod") -> int:

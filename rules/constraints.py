@@ -18,9 +18,10 @@ C6    AddDLASpecific      EQ/LE: intrinsic tile sizes, core counts
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from heronlike.csp import CSP, Eq, In, Operand, Prod, Select
+from heronlike.csp import CSP, Eq, In, Operand, Prod, Select, Sum
 
 
 def divisors(n: int) -> tuple[int, ...]:
@@ -47,6 +48,14 @@ def add_candidates(csp: CSP, var: str, values: Sequence[int]) -> None:
 def add_stage_fuse(csp: CSP, size: str, position: str, sizes: Sequence[Operand]) -> None:
     """C4 AddStageFuse: an attached stage's tile size is the one at its chosen location."""
     csp.add(Select(size, position, tuple(sizes)))
+
+
+def add_permutation(csp: CSP, positions: Sequence[str]) -> None:
+    """Loop order: the ``n`` position variables (each in ``1 .. n``) hold a permutation, by
+    SUM ``== n(n+1)/2`` and PROD ``== n!`` (unique to the permutations for ``n <= 7``)."""
+    n = len(positions)
+    csp.add(Sum(n * (n + 1) // 2, tuple(positions)))
+    csp.add(Prod(math.factorial(n), tuple(positions)))
 
 
 def add_dla_specific(csp: CSP, var: str, value: Operand) -> None:

@@ -1,9 +1,12 @@
-"""Parallelise the outer tile and unroll the register tile (Heron's CPU ``parallel`` and
-``unrollPragma`` rules)."""
+"""Parallelise the outer tile, unroll the register tile and choose an unroll depth (Heron's
+CPU ``parallel`` and ``unrollPragma`` rules)."""
 
 from __future__ import annotations
 
-from heronlike.csp import Le
+from collections.abc import Sequence
+
+from heronlike.csp import In, Le
+from heronlike.template import Ref, Sym
 
 from .base import ConstraintRule, Rule, RuleContext
 
@@ -42,6 +45,43 @@ class UnrollRegisterTile(Rule):
     def apply(self, ctx: RuleContext, stage: str) -> None:
         for loop in ctx.states[stage].level(self.level):
             ctx.annotate_loop("unroll", loop)
+
+
+class UnrollDepth(Rule):
+    """Condition: the stage has a parallel loop (``P``, from :class:`ParallelizeOuter`) and no
+    unroll-depth knob yet. Apply: a categorical knob ``<stage>.unroll`` over ``depths`` (IN),
+    set as the loop's ``pragma_auto_unroll_max_step`` with ``pragma_unroll_explicit``: TVM's
+    unroll pass then fully unrolls every inner loop nest of constant extent up to that many
+    iterations (Heron's ``unrollPragma``; MetaSchedule's ``ParallelizeVectorizeUnroll``, whose
+    CPU default depths are these). 0 leaves the loops as they are.
+
+    Args:
+        depths: the candidate depths, in iterations.
+    """
+
+    name = "UnrollDepth"
+
+    def __init__(self, depths: Sequence[int] = (0, 16, 64, 512), level: str = "P") -> None:
+        self.depths, self.level = tuple(depths), level
+
+    def condition(self, ctx: RuleContext, stage: str) -> bool:
+        st = ctx.states[stage]
+        return bool(st.level(self.level)) and self.name not in st.applied
+
+    def apply(self, ctx: RuleContext, stage: str) -> None:
+        loop = ctx.states[stage].level(self.level)[0]
+        knob = ctx.csp.var(
+            f"{stage}.unroll",
+            min(self.depths),
+            max(self.depths),
+            knob=True,
+            doc="pragma_auto_unroll_max_step of the parallel loop (iterations)",
+            topology="categorical",
+        )
+        ctx.csp.add(In(knob, self.depths))
+        sym = Sym(loop.sym)
+        ctx.step("annotate", sym, "pragma_auto_unroll_max_step", Ref(knob))
+        ctx.step("annotate", sym, "pragma_unroll_explicit", 1)
 
 
 class UseAllCores(ConstraintRule):

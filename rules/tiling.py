@@ -12,11 +12,22 @@ innermost spatial level on its output's contiguous (last) axis, ordered after ev
 else (``S0 S1 R0 S2 R1 V``, MetaSchedule's ``SSRSRS`` for CPUs), for
 :class:`~heronlike.rules.general.VectorizeGeneral` to vectorise. Tensorized stages are tiled
 exactly as without it.
+
+With ``order_level`` (e.g. ``"S1"``, the cache tile), the order of that level's loops is a knob
+(:meth:`~heronlike.rules.base.RuleContext.order_knobs`: one position knob per loop, a
+permutation by SUM and PROD): loops whose extent can exceed 1 are permuted, those fixed to 1
+stay first. Permuting loops inside one level changes neither the tile below the level nor the
+loop that ends it as a compute location (the location is the order's innermost loop,
+:class:`~heronlike.template.Ordered` ``pick=-1``), so the capacity constraints (C5) and compute
+locations (C4) stay exact; :attr:`~heronlike.space.Space.nests` lists the level in its default
+order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from heronlike.template import Ordered, Sym
 
 from .base import Loop, Rule, RuleContext
 
@@ -36,10 +47,33 @@ class MultiLevelTiling(Rule):
         order: Sequence[str] = ("S0", "S1", "R0", "S2", "R1", "T"),
         attach_levels: Sequence[str] = ("S0", "S1"),
         vector_level: str | None = None,
+        order_level: str | None = None,
+        max_order: int = 4,
     ) -> None:
         self.spatial, self.reduce = tuple(spatial), tuple(reduce)
         self.order, self.attach_levels = tuple(order), tuple(attach_levels)
         self.vector_level = vector_level
+        self.order_level, self.max_order = order_level, max_order
+
+    def _permuted(self, ctx: RuleContext, stage: str) -> tuple[list[Loop], Ordered | None]:
+        """The ``order_level`` loops that keep their place (extent fixed to 1; beyond
+        ``max_order``, the outermost ones) and the order knob over the rest (None if fewer
+        than two can exceed 1)."""
+        st = ctx.states[stage]
+        if self.order_level is None:
+            return [], None
+        group = st.level(self.order_level)
+
+        def can_exceed_one(lp: Loop) -> bool:
+            if isinstance(lp.extent, int):
+                return lp.extent > 1
+            return max(ctx.csp.candidates(lp.extent)) > 1
+
+        free = [lp for lp in group if can_exceed_one(lp)][-self.max_order :]
+        if len(free) < 2:
+            return group, None
+        fixed = [lp for lp in group if lp not in free]
+        return fixed, ctx.order_knobs(stage, free, f"order@{self.order_level}")
 
     def vector_axis(self, ctx: RuleContext, stage: str) -> str | None:
         """The axis that gets the vector level: the output's last axis, if it is a plain
@@ -69,6 +103,7 @@ class MultiLevelTiling(Rule):
                 order = self.order + (self.vector_level,)
             ctx.split(stage, loop, levels + (("T",) if tile else ()), fixed)
         ordered: list[Loop] = []
+        knob: Ordered | None = None
         for level in order:
             group = st.level(level)
             if level == "T" and st.match is not None:
@@ -76,8 +111,18 @@ class MultiLevelTiling(Rule):
                 group.sort(key=lambda lp: ROLE_ORDER.index(roles[lp.axis]))
             ordered += group
         ctx.reorder(stage, ordered)
+        if self.order_level is not None:
+            fixed, knob = self._permuted(ctx, stage)
+            if knob is not None:  # a second reorder of the level's loops, in the knob's order
+                ctx.step("reorder", (*(Sym(lp.sym) for lp in fixed), knob))
+
+        def location(level: str) -> Loop | Ordered:
+            if knob is not None and level == self.order_level:
+                return Ordered(knob.positions, knob.options, pick=-1)
+            return st.level(level)[-1]
+
         if st.write_back is not None:
-            candidates = [st.level(lv)[-1] for lv in self.attach_levels if st.level(lv)]
+            candidates = [location(lv) for lv in self.attach_levels if st.level(lv)]
             sizes = []
             for lv in self.attach_levels:
                 tiles = [ctx.inner_extent(stage, ax, lv) for ax in st.stage.write.axes if ax]
@@ -86,7 +131,7 @@ class MultiLevelTiling(Rule):
         for block, buffer, levels in st.cached_reads:
             access = next(r for r in st.stage.reads if r.buffer == buffer)
             names = [lv for lv in levels if st.level(lv)]
-            candidates = [st.level(lv)[-1] for lv in names]
+            candidates = [location(lv) for lv in names]
             sizes = []
             for lv in names:
                 tiles = [ctx.inner_extent(stage, ax, lv) for ax in access.axes if ax]
