@@ -264,7 +264,12 @@ class TensorCoreTiling(Rule):
 
         # unroll depth
         unroll = csp.var(
-            f"{stage}.unroll", 0, len(self.unroll_steps) - 1, knob=True, doc="auto-unroll step"
+            f"{stage}.unroll",
+            0,
+            len(self.unroll_steps) - 1,
+            knob=True,
+            doc="auto-unroll step",
+            topology="categorical",
         )
         ctx.step(
             "annotate",
