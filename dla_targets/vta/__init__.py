@@ -11,8 +11,9 @@ the public ISA and semantics in our own code (vta.md §4.2 option (a)):
 * :mod:`.numerics` — bit-exact instruction semantics; :mod:`.hazards` — micro-op expansion,
   bounds and the accumulator hazard;
 * :mod:`.timing` — per-instruction cycle costs (:class:`TimingParams`, uncalibrated);
-* :mod:`.simulator` — :func:`simulate`, the discrete-event model; :mod:`.report` —
-  :class:`SimReport`;
+* :mod:`.simulator` — :func:`simulate`, the discrete-event model (the reference);
+  :mod:`.fast_timing` — the same model, timing only, for tuning (:func:`time_program`);
+  :mod:`.report` — :class:`SimReport`, :func:`report_dict`;
 * :mod:`.examples` — hand-written reference GEMM programs;
 * :mod:`.lowering` — VTA programs from a tuned GEMM candidate's parameters, the build function;
 * :mod:`.runner` — :class:`VTARunner`, simulated cycles behind the Runner protocol;
@@ -41,8 +42,8 @@ from .isa import (
     engine_of,
 )
 from .program import DramBuffer, Program, validate_program
-from .report import EngineStats, SimReport
-from .simulator import SimResult, simulate, time_program
+from .report import EngineStats, SimReport, report_dict
+from .simulator import SimResult, VTATimeoutError, simulate, time_program
 from .target import VTATarget
 from .timing import PLAUSIBLE_RANGES, UNCALIBRATED, TimingParams
 
@@ -70,11 +71,13 @@ __all__ = [
     "UopKernel",
     "VTATarget",
     "VTAConfig",
+    "VTATimeoutError",
     "check_fields",
     "decode",
     "decode_uop",
     "encode",
     "encode_uop",
+    "report_dict",
     "engine_of",
     "simulate",
     "time_program",

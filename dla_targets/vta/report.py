@@ -1,9 +1,11 @@
-"""What a simulation reports: cycles, per-engine busy and stall time, DMA bytes, ops, GOPS."""
+"""What a simulation reports: cycles, per-engine busy and stall time, DMA bytes, ops, GOPS
+(vta.md §4.2 item 7), and :func:`report_dict`, the same as a JSON-ready dict for records."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -92,3 +94,37 @@ class SimReport:
                 f"idle {e.idle_cycles:8d}"
             )
         return "\n".join(lines)
+
+
+def report_dict(report: SimReport) -> dict[str, Any]:
+    """``report`` as a JSON-ready dict (plain ints, floats, strings), for a trial's record.
+
+    Keys: ``cycles``, ``seconds``, ``gops``, ``peak_gops``, ``fraction_of_peak`` (0..1),
+    ``ops``, ``gemm_uops``, ``alu_uops``, ``instructions``, ``dram_read_bytes``,
+    ``dram_write_bytes``, ``fetch_bytes``, ``bytes_by_counter`` (fsim names, bytes),
+    ``bus_busy_cycles``, ``lower_bound_cycles``, ``serial_cycles`` and ``engines``: for
+    ``fetch``, ``load``, ``compute``, ``store`` a dict of ``instructions``, ``busy_cycles``,
+    ``token_stall_cycles``, ``bus_stall_cycles``, ``idle_cycles`` (vta.md §4.2 item 7).
+    """
+    out: dict[str, Any] = {
+        "cycles": int(report.cycles),
+        "seconds": float(report.seconds),
+        "gops": float(report.gops),
+        "peak_gops": float(report.peak_gops),
+        "fraction_of_peak": float(report.fraction_of_peak),
+        "ops": int(report.ops),
+        "gemm_uops": int(report.gemm_uops),
+        "alu_uops": int(report.alu_uops),
+        "instructions": int(report.instructions),
+        "dram_read_bytes": int(report.dram_read_bytes),
+        "dram_write_bytes": int(report.dram_write_bytes),
+        "fetch_bytes": int(report.fetch_bytes),
+        "bytes_by_counter": {k: int(v) for k, v in report.bytes_by_counter.items()},
+        "bus_busy_cycles": int(report.bus_busy_cycles),
+        "lower_bound_cycles": int(report.lower_bound_cycles),
+        "serial_cycles": int(report.serial_cycles),
+        "engines": {
+            name: {k: int(v) for k, v in asdict(e).items()} for name, e in report.engines.items()
+        },
+    }
+    return out

@@ -16,19 +16,27 @@ Structure (vta.md §2.2, §4.3):
 Each instruction's data effect (:mod:`.numerics`) runs when it starts, so a program with correct
 tokens computes what hardware would; a racy program (a missing token) computes what this
 schedule of events gives, and no race detector flags it. ``timing_only=True`` skips the data
-effects (for tuning); micro-op loads, index bounds and the accumulator hazard
-are still checked, so both modes give the same cycles and the same errors.
+effects (for tuning) and runs the same model in :mod:`.fast_timing` (columns of precomputed
+costs, a lean event loop, micro-op checks once per distinct GEMM/ALU); micro-op loads, index
+bounds and the accumulator hazard are still checked, so both modes give the same cycles and
+the same errors (``tests/test_vta_timing.py`` checks it over many programs). The event loop here
+is the reference: readable, and what the fast one is tested against.
+
+**Budget.** ``timeout_s`` (wall clock, checked every few events) and ``max_events`` (a count of
+simulation events, deterministic) stop a run that is too long with :class:`VTATimeoutError`; the
+runner reports it as a ``run_timeout``.
 """
 
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from heronlike.errors import VTADeadlockError, VTAProgramError, VTATokenError
+from heronlike.errors import HeronlikeError, VTADeadlockError, VTAProgramError, VTATokenError
 
 from .hazards import check_acc_hazard, check_bounds, expand
 from .isa import (
@@ -61,6 +69,15 @@ _CONSUMER = {
     TokenQueue.G2S: Engine.STORE,
     TokenQueue.S2G: Engine.COMPUTE,
 }
+
+
+#: events between two wall-clock checks in the reference loop (its events can carry numerics)
+_CLOCK_EVERY = 64
+
+
+class VTATimeoutError(HeronlikeError, TimeoutError):
+    """A VTA simulation ran past its budget (``timeout_s`` wall-clock seconds or
+    ``max_events`` events) and was stopped; the program may be fine, only too long to simulate."""
 
 
 @dataclass
@@ -99,8 +116,10 @@ def simulate(
     *,
     timing: TimingParams | None = None,
     timing_only: bool = False,
+    timeout_s: float | None = None,
+    max_events: int | None = None,
 ) -> SimResult:
-    """Run ``program`` to FINISH.
+    """Run ``program`` to FINISH (vta.md §4.2 item 5, §4.3).
 
     Args:
         program: a program (e.g. from :class:`~.builder.ProgramBuilder`); validated statically
@@ -109,7 +128,10 @@ def simulate(
             zeroed. Ignored in timing-only mode.
         timing: cycle constants (default :meth:`TimingParams.pynq_hls`).
         timing_only: skip the data effects (no DRAM image, no outputs); same cycles, same
-            checks, much faster.
+            checks, much faster (:func:`~.fast_timing.time_program_fast`).
+        timeout_s: wall-clock budget in seconds, None for none.
+        max_events: budget of simulation events (about 1–2 per instruction and 2 per fetch
+            burst; deterministic, unlike ``timeout_s``), None for none.
 
     Returns:
         a :class:`SimResult` with the report and (unless timing-only) the final buffers.
@@ -122,15 +144,47 @@ def simulate(
             command-queue slot that never frees).
         VTATokenError: tokens left over at FINISH, a token queue over its depth, or an engine
             still running after FINISH.
+        VTATimeoutError: the run went over ``timeout_s`` or ``max_events``.
     """
+    if timing_only:
+        from .fast_timing import time_program_fast
+
+        report = time_program_fast(program, timing, timeout_s=timeout_s, max_events=max_events)
+        return SimResult(report)
     program.validate()
     t = timing or TimingParams.pynq_hls()
-    return _Run(program, t, None if timing_only else inputs, not timing_only).run()
+    return _Run(program, t, inputs, True, timeout_s=timeout_s, max_events=max_events).run()
 
 
-def time_program(program: Program, timing: TimingParams | None = None) -> SimReport:
-    """Timing-only simulation: the report of :func:`simulate` with ``timing_only=True``."""
-    return simulate(program, timing=timing, timing_only=True).report
+def time_program(
+    program: Program,
+    timing: TimingParams | None = None,
+    *,
+    timeout_s: float | None = None,
+    max_events: int | None = None,
+) -> SimReport:
+    """Timing-only simulation: the report of :func:`simulate` with ``timing_only=True``
+    (cycles, per-engine busy and stall cycles, DMA bytes; see :class:`~.report.SimReport`).
+
+    Raises:
+        what :func:`simulate` raises.
+    """
+    return simulate(
+        program, timing=timing, timing_only=True, timeout_s=timeout_s, max_events=max_events
+    ).report
+
+
+def _reference_timing(
+    program: Program,
+    t: TimingParams,
+    *,
+    timeout_s: float | None = None,
+    max_events: int | None = None,
+) -> SimReport:
+    """The reference event loop in timing-only mode (what the fast path is tested against, and
+    what it re-runs to raise the reference's own error when a check fails)."""
+    program.validate()
+    return _Run(program, t, None, False, timeout_s=timeout_s, max_events=max_events).run().report
 
 
 class _Run:
@@ -142,8 +196,13 @@ class _Run:
         t: TimingParams,
         inputs: Mapping[str, np.ndarray] | None,
         execute_data: bool,
+        *,
+        timeout_s: float | None = None,
+        max_events: int | None = None,
     ) -> None:
         self.p, self.t, self.cfg = program, t, program.config
+        self.deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+        self.max_events = max_events
         self.execute_data = execute_data
         self.sram = SRAM(program, data=execute_data)
         self.dram = program.make_dram(inputs) if execute_data else None
@@ -333,8 +392,11 @@ class _Run:
     def run(self) -> SimResult:
         self._fetch(0)
         heap = self.heap
+        events = 0
         while heap:
             now, _, kind, who = heapq.heappop(heap)
+            events += 1
+            self._check_budget(events, now)
             if kind == _EV_DONE:
                 self._done(Engine(who), now)
             elif kind == _EV_BUS:
@@ -353,6 +415,18 @@ class _Run:
             if not name.startswith("__")
         }
         return SimResult(report, outputs, self.dram)
+
+    def _check_budget(self, events: int, now: int) -> None:
+        """Raise :class:`VTATimeoutError` once ``events`` is over ``max_events`` or the wall
+        clock past the deadline (read on the first event and every ``_CLOCK_EVERY``)."""
+        over = self.max_events is not None and events > self.max_events
+        if not over and self.deadline is not None and events % _CLOCK_EVERY == 1:
+            over = time.perf_counter() > self.deadline
+        if over:
+            raise VTATimeoutError(
+                f"VTA simulation stopped at cycle {now} after {events - 1} events "
+                f"({len(self.engine)} instructions): over its budget"
+            )
 
     def _check_end(self) -> None:
         stuck = []
