@@ -95,6 +95,7 @@ CREATE TABLE IF NOT EXISTS trials (
     seed             INTEGER NOT NULL,
     explorer         TEXT NOT NULL,
     created_at       REAL NOT NULL,
+    info_json        TEXT,
     UNIQUE (workload_key, target_key, trial_index)
 );
 CREATE INDEX IF NOT EXISTS trials_by_key
@@ -103,7 +104,7 @@ CREATE INDEX IF NOT EXISTS trials_by_key
 
 _TRIAL_COLUMNS = (
     "workload_key, target_key, assignment_json, latency_s, error_kind, error_msg, explore_s, "
-    "solve_s, build_s, run_s, seed, explorer, trial_index, created_at"
+    "solve_s, build_s, run_s, seed, explorer, trial_index, created_at, info_json"
 )
 
 
@@ -134,6 +135,9 @@ class TrialRecord:
         explorer: name of the explorer that proposed the candidate.
         trial_index: 0-based index of this trial in the (workload, target) history.
         created_at: unix time the trial was recorded; :meth:`Records.add` fills it when 0.
+        info: what the runner reported beside the latency (JSON-ready; e.g. a simulator's
+            cycles, per-engine busy and stall cycles, DMA bytes); empty when it reported
+            nothing. Stored as ``info_json`` (NULL when empty).
     """
 
     workload_key: str
@@ -150,6 +154,7 @@ class TrialRecord:
     explorer: str
     trial_index: int
     created_at: float = field(default=0.0)
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -170,7 +175,9 @@ class TrialRecord:
 
 
 def _row_to_record(row: sqlite3.Row | tuple[Any, ...]) -> TrialRecord:
-    (wk, tk, aj, lat, ek, em, ex, so, bu, ru, seed, explorer, idx, created) = tuple(row)
+    values = tuple(row)
+    (wk, tk, aj, lat, ek, em, ex, so, bu, ru, seed, explorer, idx, created) = values[:14]
+    info = values[14] if len(values) > 14 else None
     return TrialRecord(
         workload_key=wk,
         target_key=tk,
@@ -186,6 +193,7 @@ def _row_to_record(row: sqlite3.Row | tuple[Any, ...]) -> TrialRecord:
         explorer=explorer,
         trial_index=int(idx),
         created_at=float(created),
+        info=json.loads(info) if info else {},
     )
 
 
@@ -269,6 +277,7 @@ class Records:
                 raise sqlite3.DatabaseError("; ".join(problems))
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            self._add_missing_columns(conn)
             return
         # Empty file: create everything in one write transaction. Another process may be
         # creating the same file right now; BEGIN IMMEDIATE serialises us, then re-check.
@@ -299,6 +308,15 @@ class Records:
             if conn.in_transaction:
                 conn.rollback()
             raise
+
+    @staticmethod
+    def _add_missing_columns(conn: sqlite3.Connection) -> None:
+        """Bring a file written before a nullable column existed up to date (an additive
+        change, so the schema version stays): ``trials.info_json``."""
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(trials)").fetchall()}
+        if "info_json" not in columns:
+            with conn:
+                conn.execute("ALTER TABLE trials ADD COLUMN info_json TEXT")
 
     @staticmethod
     def _table_names(conn: sqlite3.Connection) -> set[str]:
@@ -442,7 +460,7 @@ class Records:
         with self._db:
             self._db.execute(
                 f"INSERT INTO trials ({_TRIAL_COLUMNS}, run_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.workload_key,
                     record.target_key,
@@ -458,6 +476,7 @@ class Records:
                     record.explorer,
                     int(record.trial_index),
                     float(record.created_at),
+                    _canonical_json(dict(record.info)) if record.info else None,
                     run_id,
                 ),
             )

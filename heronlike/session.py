@@ -445,6 +445,7 @@ class TuningSession:
                 seed=self.seed,
                 explorer=self.explorer.name,
                 trial_index=self.next_index,
+                info=dict(m.info or {}),
             ),
             self.run_id,
         )

@@ -283,3 +283,23 @@ def test_closed_and_empty_file(tmp_path: Path) -> None:
         db.count(WK, TK)
     with Records(path) as again:
         assert again.count(WK, TK) == 1
+
+
+def test_info_roundtrip_and_older_file_gains_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    with Records(path) as db:
+        db.add(rec(0, 1e-3, info={"cycles": 1234, "engines": {"load": 7}}))
+        db.add(rec(1, 2e-3))
+    with Records(path) as db:
+        first, second = db.trials(WK, TK)
+        assert first.info == {"cycles": 1234, "engines": {"load": 7}}
+        assert second.info == {}
+    # a file written before trials.info_json existed: drop the column, reopen, write again
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE trials DROP COLUMN info_json")
+    conn.commit()
+    conn.close()
+    with Records(path) as db:
+        assert [t.info for t in db.trials(WK, TK)] == [{}, {}]
+        db.add(rec(2, 3e-3, info={"cycles": 9}))
+        assert db.trials(WK, TK)[-1].info == {"cycles": 9}

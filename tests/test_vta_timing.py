@@ -284,3 +284,23 @@ def test_runner_records_the_simulation_report_and_times_out(tmp_path):
     assert slow.error_kind == ErrorKind.RUN_TIMEOUT and "budget" in slow.error_msg
     (slow,) = VTARunner(timeout_s=1e-9).run([RunInput(art, str(args), None)])
     assert slow.error_kind == ErrorKind.RUN_TIMEOUT
+
+
+def test_tune_records_the_simulation_report_and_checks_the_final_run(tmp_path) -> None:
+    """Each trial's record holds the simulator's report (cycles, engines, DMA bytes, whether
+    its numerics were checked); the end-of-tune re-run is marked final and checked."""
+    import heronlike
+    from heronlike.records import Records
+
+    path = tmp_path / "r.sqlite"
+    result = heronlike.tune(
+        ops.gemm(64, 64, 64, "int8-int8"), "vta", trials=6, batch_size=6, seed=1, records=path
+    )
+    assert result.correct is True
+    with Records(path) as db:
+        trials = db.trials(result.workload_key, result.target_key)
+    ok = [t for t in trials if t.ok]
+    assert ok and all(t.info["cycles"] > 0 for t in ok)
+    for t in ok:  # latency is the simulated cycles at the configured clock
+        assert t.latency_s == pytest.approx(t.info["cycles"] / 100e6)
+    assert any(t.info["numerics_checked"] for t in ok)

@@ -19,17 +19,18 @@ depends on it:
 * for every candidate whose cycles are at most the lowest this runner has seen: every
   candidate that becomes the best was checked, and so is the end-of-tune re-measurement of the
   best (:meth:`heronlike.measure.HardwareMeasurer.finish` re-runs it: same program, same cycles);
-* for an input marked final (``RunInput.final``, when the engine has that field).
+* for the input marked final (``RunInput.final``: the end-of-tune re-measurement).
 
-``check="always"`` (or ``True``) checks every candidate, ``"never"`` (or ``False``) none. The
-Runner protocol does not say which run is a tuning trial and which the final check; a
-candidate whose numerics were not simulated is timed, not verified. Where both ran, the
+``check="always"`` (or ``True``) checks every candidate, ``"never"`` (or ``False``) none. A
+candidate whose numerics were not simulated is timed, not verified (``numerics_checked`` in
+its record says which). Where both ran, the
 timing-only report must equal the full one (else ``run``: the two simulators disagree).
 
 **What is recorded.** The :class:`~.report.SimReport` of each candidate is kept in
 :attr:`VTARunner.reports` and its JSON-ready form (:func:`~.report.report_dict`, plus
-``numerics_checked`` and ``sim_s``) in :attr:`VTARunner.infos`, by artifact path; when
-:class:`~heronlike.measure.RunResult` has an ``info`` field the dict is passed there too.
+``numerics_checked`` and ``sim_s``) in :attr:`VTARunner.infos`, by artifact path, and in
+:attr:`~heronlike.measure.RunResult.info`, which the tune loop stores with the trial
+(:attr:`heronlike.records.TrialRecord.info`).
 
 **Failures** are :class:`~heronlike.measure.kinds.ErrorKind` values: a program the simulator
 rejects (field, hazard, token or bounds error) or unreadable files are ``run``, a mismatch
@@ -39,7 +40,6 @@ event loop, :class:`~.simulator.VTATimeoutError`) or ``max_events`` is ``run_tim
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -59,8 +59,6 @@ from .timing import TimingParams
 
 #: check policies (see the module docstring); True and False mean "always" and "never"
 CHECK_POLICIES = ("always", "best", "never")
-
-_RESULT_HAS_INFO = "info" in {f.name for f in dataclasses.fields(RunResult)}
 
 
 def structure_key(params: GemmParams) -> tuple[int, ...]:
@@ -130,7 +128,7 @@ class VTARunner:
             return False
         return (
             self.check == "always"
-            or bool(getattr(inp, "final", False))
+            or inp.final
             or structure_key(params) not in self._checked_structures
             or cycles <= self._best_cycles
         )
@@ -208,9 +206,7 @@ class VTARunner:
         info: dict[str, Any],
     ) -> RunResult:
         latencies = () if latency is None else (latency,) * max(self.repeat, 1)
-        if _RESULT_HAS_INFO:  # the engine's RunResult carries a free-form info dict
-            return RunResult(latency, latencies, kind, msg, run_s, info=info)  # type: ignore[call-arg]
-        return RunResult(latency, latencies, kind, msg, run_s)
+        return RunResult(latency, latencies, kind, msg, run_s, info=info)
 
     def run(
         self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None

@@ -34,13 +34,15 @@ NOT_RECORDED = ErrorKind.NOT_RECORDED
 
 class Measurement(NamedTuple):
     """The outcome of one trial: ``error_kind`` is None on success, ``latency_s`` the median
-    latency (seconds), ``build_s``/``run_s`` the seconds building and running took."""
+    latency (seconds), ``build_s``/``run_s`` the seconds building and running took, ``info``
+    what the runner reported beside the latency (:attr:`RunResult.info`; None if nothing)."""
 
     error_kind: str | None
     error_msg: str | None
     latency_s: float | None
     build_s: float
     run_s: float
+    info: Mapping[str, Any] | None = None
 
 
 class FinalMeasurement(NamedTuple):
@@ -124,9 +126,11 @@ class HardwareMeasurer:
         self.device = device
         self.build_options = dict(build_options or {})
 
-    def _run_input(self, artifact: str, info: Mapping[str, Any]) -> RunInput:
+    def _run_input(
+        self, artifact: str, info: Mapping[str, Any], *, final: bool = False
+    ) -> RunInput:
         return RunInput(
-            artifact, self.args_path, self.expected_path, self.rtol, self.device, dict(info)
+            artifact, self.args_path, self.expected_path, self.rtol, self.device, dict(info), final
         )
 
     def measure(
@@ -175,7 +179,12 @@ class HardwareMeasurer:
             i, b = to_run[j]
             reported.add(j)
             _remove(str(b.artifact_path))
-            done(i, Measurement(r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s))
+            done(
+                i,
+                Measurement(
+                    r.error_kind, r.error_msg, r.latency_s, b.build_s, r.run_s, dict(r.info) or None
+                ),
+            )
 
         results = self.runner.run(
             [self._run_input(str(res.artifact_path), res.info) for _, res in to_run],
@@ -203,7 +212,9 @@ class HardwareMeasurer:
             return FinalMeasurement(None, None, built.error_kind, built.error_msg)
         self.runner.repeat = repeat
         self.runner.number = max(self.runner.number, 10)
-        (res,) = self.runner.run([self._run_input(str(built.artifact_path), built.info)])
+        (res,) = self.runner.run(
+            [self._run_input(str(built.artifact_path), built.info, final=True)]
+        )
         _remove(str(built.artifact_path))
         if res.ok:
             return FinalMeasurement(res.latency_s, True, None, None)

@@ -268,6 +268,9 @@ class RunInput:
         device: the device to run on, TVM style: ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
         info: the builder's report for this artifact (:attr:`BuildResult.info`), e.g. the
             launch manifest a runner without TVM needs.
+        final: True for the end-of-tune re-measurement of the best candidate
+            (:meth:`HardwareMeasurer.finish`); a runner that checks outputs only on some trials
+            (a simulator's timing-only mode) must check this one.
     """
 
     artifact_path: str
@@ -276,6 +279,7 @@ class RunInput:
     rtol: float = 0.0
     device: str = "cpu"
     info: Mapping[str, Any] = field(default_factory=dict)
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,8 @@ class RunResult:
         error_msg: a short human-readable message for failures, else ``None``.
         run_s: wall seconds this candidate cost the tuner, including loading, the check, the
             timing, and restarting the worker after a crash or timeout.
+        info: anything else the runner measured, JSON-ready (e.g. a simulator's cycle report);
+            stored with the trial (:attr:`heronlike.records.TrialRecord.info`).
     """
 
     latency_s: float | None
@@ -300,6 +306,7 @@ class RunResult:
     error_kind: str | None
     error_msg: str | None
     run_s: float
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
