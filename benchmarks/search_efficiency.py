@@ -20,6 +20,23 @@ Usage (the committed results were made with the defaults, on an otherwise idle m
     python benchmarks/search_efficiency.py --ops gemm --seeds 1 --trials 32 --rand-trials 32
     python benchmarks/search_efficiency.py --simulate heronlike_runs/records.sqlite --ops gemm
 
+**Surrogate simulation** (``--surrogate RECORDS``, for a CPU without AVX512-VNNI): the records
+of a float32 GEMM tuned with ``target="llvm"`` (a few hundred RandSAT trials, recorded once with
+``--record``) define a simulated space: the throughput of any valid assignment is the
+inverse-distance-weighted mean of its ``--knn`` nearest recorded trials in ``log2`` knob space
+(exactly the recorded value at a recorded point). Replaying the records alone (``--simulate``)
+would fail almost every proposal as ``not_recorded``: the 256^3 space holds ~10^5 valid points.
+Every explorer then runs the tune loop's protocol (propose a batch, "measure" it on the surrogate,
+observe) for ``--seeds`` seeds; the script writes
+``<out>/search_efficiency_sim-<cpu>-<date>.csv`` (one row per explorer, seed and budget point,
+with the CPU model and date) and ``..._summary.csv``: mean best GFLOP/s with a 95 % Student-t
+confidence interval per explorer and budget, and the paired differences CGA - CGA-1 (same seeds)
+and CGA@200 - RAND@600. The surrogate's leave-one-out rank correlation is printed and saved.
+
+    python benchmarks/search_efficiency.py --record 256 --shape 256,256,256      # ~3 min
+    python benchmarks/search_efficiency.py --surrogate benchmarks/out/search_efficiency/\
+        gemm256_f32_llvm_rand256.sqlite --shape 256,256,256 --seeds 10
+
 RAND (``rand``: RandSAT only; ``random`` is RandSAT ranked ε-greedily by the cost model, Heron's
 CRAND) gets ``--rand-trials`` (600), so that the check of Heron's claim, CGA's median best at 200
 trials against RAND's at 600, comes from the same data. Rows of an earlier run in ``--out`` for
@@ -52,10 +69,14 @@ EXPLORERS = ("cga", "cga1", "rand", "sa", "ga", "opevo")
 LONG_BUDGET = ("rand", "random")
 
 
+#: explorers of the surrogate simulation and their trial budgets (RAND gets 3x, Heron Fig. 12)
+SIM_EXPLORERS = ("cga", "cga1", "rand", "random", "opevo", "flextensor")
+
+
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--ops", default="gemm,bmm", help="comma separated: " + ", ".join(CASES))
-    p.add_argument("--explorers", default=",".join(EXPLORERS))
+    p.add_argument("--explorers", default=None, help="default: every explorer of the mode")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 per explorer")
     p.add_argument("--trials", type=int, default=200, help="trial budget of every explorer")
     p.add_argument("--rand-trials", type=int, default=600, help="trial budget of 'random'")
@@ -64,6 +85,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=Path("benchmarks/out/search_efficiency"))
     p.add_argument("--simulate", type=Path, default=None, help="replay this records file")
     p.add_argument("--fresh", action="store_true", help="drop the rows of earlier runs")
+    p.add_argument("--surrogate", type=Path, default=None, help="simulate on these records")
+    p.add_argument("--record", type=int, default=0, help="record this many RandSAT trials")
+    p.add_argument("--shape", default="256,256,256", help="M,N,K of the float32 llvm GEMM")
+    p.add_argument("--knn", type=int, default=8, help="neighbours of the surrogate")
     return p.parse_args(argv)
 
 
@@ -78,6 +103,9 @@ def _best_at(curve: list[tuple[int, float, float | None]], trials: int) -> float
 def run(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     a = _args(argv)
+    if a.record or a.surrogate:
+        return simulate_llvm(a)
+    a.explorers = a.explorers or ",".join(EXPLORERS)
     a.out.mkdir(parents=True, exist_ok=True)
     a.work.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -256,6 +284,230 @@ def _band(curves: list[dict], op: str, explorer: str, xkey: str):
         ys.append(np.where(idx >= 0, py[np.clip(idx, 0, None)], np.nan))
     arr = np.array(ys)
     return xs, np.nanmedian(arr, 0), np.nanmin(arr, 0), np.nanmax(arr, 0)
+
+
+# -- surrogate simulation on a float32 llvm GEMM -------------------------------------------------
+
+
+def _llvm_space(shape: str):
+    from heronlike.space import generate_space
+
+    m, n, k = (int(v) for v in shape.split(","))
+    return ops.gemm(m, n, k, dtype="float32"), generate_space(
+        ops.gemm(m, n, k, dtype="float32"), "llvm"
+    )
+
+
+class Surrogate:
+    """Throughput (op/s) of any assignment of ``space``: inverse-distance-weighted mean of the
+    ``k`` recorded trials nearest in ``log2(knob + 1)`` space (the recorded value at a recorded
+    point).
+
+    Raises:
+        ValueError: if the records hold no valid trial of this space (other rules: other knobs).
+    """
+
+    def __init__(self, records: Path, space, k: int) -> None:
+        import numpy as np
+
+        from heronlike.records import Records
+
+        self.knobs = space.csp.knobs
+        flop = space.logical.flop()
+        with Records(records) as db:
+            trials = db.trials(space.workload_key, space.target.key)
+        rows = [t for t in trials if t.latency_s and all(kn in t.assignment for kn in self.knobs)]
+        if not rows:
+            raise ValueError(f"{records} holds no valid trial with the knobs {self.knobs}")
+        self.x = np.log2(np.array([[t.assignment[kn] for kn in self.knobs] for t in rows]) + 1.0)
+        self.y = np.array([flop / t.latency_s for t in rows])
+        self.k = min(k, len(rows))
+        self._np = np
+
+    def __call__(self, assignment) -> float:
+        np = self._np
+        q = np.log2(np.array([assignment[kn] for kn in self.knobs], dtype=np.float64) + 1.0)
+        d = np.sqrt(((self.x - q) ** 2).sum(axis=1))
+        near = np.argsort(d, kind="stable")[: self.k]
+        if d[near[0]] == 0:
+            return float(self.y[near[0]])
+        w = 1.0 / d[near] ** 2
+        return float((w * self.y[near]).sum() / w.sum())
+
+    def loo_spearman(self) -> float:
+        """Leave-one-out rank correlation of the surrogate on the recorded trials."""
+        np = self._np
+        pred = []
+        for i in range(len(self.y)):
+            d = np.sqrt(((self.x - self.x[i]) ** 2).sum(axis=1))
+            d[i] = np.inf
+            near = np.argsort(d, kind="stable")[: self.k]
+            w = 1.0 / np.maximum(d[near], 1e-9) ** 2
+            pred.append((w * self.y[near]).sum() / w.sum())
+        ra = np.argsort(np.argsort(pred))
+        rb = np.argsort(np.argsort(self.y))
+        return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _simulated_tune(space, oracle, explorer: str, seed: int, trials: int, batch: int):
+    """The tune loop's protocol on ``oracle``: best-so-far (op/s) after each batch."""
+    import numpy as np
+
+    from heronlike.cost_model import XGBCostModel
+    from heronlike.explore import Observation, make_explorer
+    from heronlike.features import ScheduleFeatures
+    from heronlike.sampler import RandSAT
+
+    rng = np.random.default_rng(seed)
+    sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
+    ex = make_explorer(
+        explorer,
+        space.csp,
+        sampler,
+        XGBCostModel(seed=seed),
+        rng,
+        featurizer=ScheduleFeatures(space),
+    )
+    measured: set = set()
+    best, curve = 0.0, []
+    t0 = time.perf_counter()
+    while len(measured) < trials:
+        got = ex.propose(min(batch, trials - len(measured)), exclude=frozenset(measured))
+        if not got:
+            break
+        obs = [Observation(x, oracle(x)) for x in got]
+        measured |= {sampler.key(x) for x in got}
+        best = max([best] + [o.throughput for o in obs])
+        ex.observe(obs)
+        curve.append((len(measured), best))
+    return curve, time.perf_counter() - t0, ex.stats()
+
+
+def _ci(values) -> tuple[float, float, float]:
+    """Mean and 95 % Student-t confidence interval."""
+    from scipy import stats as st
+
+    n = len(values)
+    m = statistics.fmean(values)
+    if n < 2:
+        return m, m, m
+    h = st.t.ppf(0.975, n - 1) * statistics.stdev(values) / n**0.5
+    return m, m - h, m + h
+
+
+def simulate_llvm(a: argparse.Namespace) -> int:
+    """``--record`` and/or ``--surrogate``: see the module docstring."""
+    from heronlike.host import cpu_model
+
+    compute, space = _llvm_space(a.shape)
+    tag = "gemm" + a.shape.replace(",", "x")
+    if a.record:
+        path = a.work / f"{tag}_f32_llvm_rand{a.record}.sqlite"
+        r = heronlike.tune(
+            compute, "llvm", trials=a.record, explorer="rand", seed=0, records=path, batch_size=32
+        )
+        print(f"recorded {r.trials_run} trials in {path}; best {r.throughput / 1e9:.2f} GFLOP/s")
+        a.surrogate = a.surrogate or path
+    if not a.surrogate:
+        return 0
+    sur = Surrogate(a.surrogate, space, a.knn)
+    loo = sur.loo_spearman()
+    print(
+        f"surrogate: {len(sur.y)} recorded trials, {len(sur.knobs)} knobs, LOO Spearman {loo:.3f}"
+    )
+    date, cpu = time.strftime("%Y-%m-%d"), cpu_model()
+    budgets = {e: (a.rand_trials if e in LONG_BUDGET else a.trials) for e in SIM_EXPLORERS}
+    wanted = a.explorers.split(",") if a.explorers else list(SIM_EXPLORERS)
+    rows, best = [], {}
+    for explorer in wanted:
+        for seed in range(a.seeds):
+            curve, secs, st = _simulated_tune(
+                space, sur, explorer, seed, budgets[explorer], a.batch_size
+            )
+            for n, b in curve:
+                best[(explorer, seed, n)] = b
+            at = _best_at([(n, 0.0, b) for n, b in curve], a.trials) or 0.0
+            rows.append(
+                dict(
+                    op=tag,
+                    explorer=explorer,
+                    seed=seed,
+                    trials=curve[-1][0],
+                    best_gflops_at_trials=round(at / 1e9, 3),
+                    best_gflops_final=round(curve[-1][1] / 1e9, 3),
+                    explorer_s=round(secs, 2),
+                    stats=json.dumps(st),
+                    cpu_model=cpu,
+                    date=date,
+                    source=f"kNN-{sur.k} surrogate of {len(sur.y)} trials in {a.surrogate.name}",
+                )
+            )
+            print(
+                f"{explorer:10s} seed {seed}: best@{a.trials} {at / 1e9:6.2f}  final "
+                f"{curve[-1][1] / 1e9:6.2f} GFLOP/s after {curve[-1][0]} ({secs:.1f} s) {st}",
+                flush=True,
+            )
+    slug = cpu.lower().replace(" ", "-")[:24]
+    a.out.mkdir(parents=True, exist_ok=True)
+    _write_csv(a.out / f"search_efficiency_sim-{slug}-{date}.csv", rows)
+    summary = _sim_summary(rows, a, loo, cpu, date)
+    _write_csv(a.out / f"search_efficiency_sim-{slug}-{date}_summary.csv", summary)
+    return 0
+
+
+def _sim_summary(rows: list[dict], a: argparse.Namespace, loo: float, cpu: str, date: str):
+    """Mean best with 95 % CI per explorer (at ``--trials`` and at the end), and the paired
+    differences CGA - CGA-1 and CGA@trials - RAND@rand-trials over the same seeds."""
+    out = []
+    by = {(r["explorer"], r["seed"]): r for r in rows}
+    explorers = list(dict.fromkeys(r["explorer"] for r in rows))
+    print(f"\nmean best GFLOP/s over {a.seeds} seeds, 95 % CI (surrogate LOO Spearman {loo:.3f})")
+    for e in explorers:
+        for col in ("best_gflops_at_trials", "best_gflops_final"):
+            vals = [float(r[col]) for r in rows if r["explorer"] == e]
+            m, lo, hi = _ci(vals)
+            n_trials = (
+                a.trials
+                if col.endswith("at_trials")
+                else max(r["trials"] for r in rows if r["explorer"] == e)
+            )
+            out.append(
+                dict(
+                    what=f"{e}@{n_trials}",
+                    mean=round(m, 3),
+                    ci_lo=round(lo, 3),
+                    ci_hi=round(hi, 3),
+                    seeds=len(vals),
+                    cpu_model=cpu,
+                    date=date,
+                )
+            )
+            print(f"  {e:10s} @{n_trials:4d}: {m:7.3f}  [{lo:7.3f}, {hi:7.3f}]")
+    pairs = (
+        ("cga", "best_gflops_at_trials", "cga1", "best_gflops_at_trials"),
+        ("cga", "best_gflops_at_trials", "rand", "best_gflops_final"),
+    )
+    for e1, c1, e2, c2 in pairs:
+        seeds = sorted({s for (e, s) in by if e == e1} & {s for (e, s) in by if e == e2})
+        if len(seeds) < 2:
+            continue
+        diff = [float(by[(e1, s)][c1]) - float(by[(e2, s)][c2]) for s in seeds]
+        m, lo, hi = _ci(diff)
+        b2 = a.trials if c2.endswith("at_trials") else a.rand_trials
+        what = f"{e1}@{a.trials} - {e2}@{b2}"
+        out.append(
+            dict(
+                what=what,
+                mean=round(m, 3),
+                ci_lo=round(lo, 3),
+                ci_hi=round(hi, 3),
+                seeds=len(seeds),
+                cpu_model=cpu,
+                date=date,
+            )
+        )
+        print(f"  {what}: {m:+.3f}  [{lo:+.3f}, {hi:+.3f}] GFLOP/s (paired over seeds)")
+    return out
 
 
 if __name__ == "__main__":

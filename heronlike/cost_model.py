@@ -198,6 +198,42 @@ class XGBCostModel:
             out[keys[int(fname[1:])]] = float(value)
         return out
 
+    def grouped_importance(
+        self, names: Sequence[str], groups: Sequence[Sequence[str]], kind: str = "gain"
+    ) -> list[float]:
+        """Importance of each group of features (e.g. the aliases of one quantity,
+        :func:`heronlike.features.alias_groups`), as if the group were one feature.
+
+        Additive kinds are summed over the group: ``"weight"`` (splits), ``"total_gain"``,
+        ``"total_cover"``. The average kinds are the group's totals over its splits:
+        ``"gain"`` = sum of total gains / sum of splits, ``"cover"`` likewise; 0.0 for a group
+        no tree splits on (and for every group while untrained).
+
+        Args:
+            names: one name per feature column.
+            groups: lists of names from ``names``.
+            kind: as :meth:`feature_importance`.
+
+        Raises:
+            ValueError: on an unknown ``kind``, a ``names`` of the wrong length, or a group
+                naming a feature not in ``names``.
+        """
+        if kind not in _IMPORTANCE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(_IMPORTANCE_KINDS)}; got {kind!r}")
+        weight = self.feature_importance(names, kind="weight")
+        unknown = sorted({n for g in groups for n in g} - set(weight))
+        if unknown:
+            raise ValueError(f"groups name unknown features {unknown[:5]}")
+        if kind == "weight":
+            return [float(sum(weight[n] for n in g)) for g in groups]
+        total_kind = {"gain": "total_gain", "cover": "total_cover"}.get(kind, kind)
+        total = self.feature_importance(names, kind=total_kind)
+        sums = [float(sum(total[n] for n in g)) for g in groups]
+        if kind == total_kind:
+            return sums
+        splits = [float(sum(weight[n] for n in g)) for g in groups]
+        return [s / w if w > 0 else 0.0 for s, w in zip(sums, splits, strict=True)]
+
 
 def feature_names(csp: CSP) -> list[str]:
     """Names of the columns of :func:`assignment_features`: every CSP variable, creation order."""

@@ -25,6 +25,9 @@ Features of one assignment, per tiled stage ``s`` and per tiling level ``L`` (``
 ``<var>.fill``                 ``var / capacity`` for every ``LE var <= capacity`` of the CSP
 =============================  =================================================================
 
+A derived name that is also a CSP variable's (``s.unroll`` beside an unroll-depth knob named
+``s.unroll``) gets the suffix ``.derived``.
+
 Counts and extents enter as ``log2(x + 1)``; ratios (``balance``, ``fill``) as they are.
 """
 
@@ -41,7 +44,7 @@ from heronlike.csp import CSP, Le
 if TYPE_CHECKING:  # pragma: no cover
     from heronlike.space import Space
 
-__all__ = ["CSPFeatures", "Featurizer", "ScheduleFeatures"]
+__all__ = ["CSPFeatures", "Featurizer", "ScheduleFeatures", "alias_groups"]
 
 Values = Callable[[Any], np.ndarray]
 
@@ -112,6 +115,10 @@ class ScheduleFeatures:
         for c in space.csp.constraints:
             if isinstance(c, Le) and isinstance(c.a, str) and isinstance(c.b, int) and c.b > 0:
                 derived.append((f"{c.a}.fill", _ratio_fn(c.a, c.b)))
+        # a derived name that is also a CSP variable (a stage's ``unroll`` knob and its
+        # unrolled-extent feature) gets the suffix ``.derived``: names stay unique
+        taken = set(self._base.names)
+        derived = [(n + ".derived" if n in taken else n, fn) for n, fn in derived]
         self._derived = derived
         self.names = self._base.names + [name for name, _ in derived]
 
@@ -227,3 +234,43 @@ def _intensity_fn(
         return _log(vol(values) / np.maximum(nbytes(values), 1.0))
 
     return fn
+
+
+def alias_groups(names: Sequence[str], x: np.ndarray) -> list[list[str]]:
+    """The features of ``x`` grouped by the quantity they measure: one group per quantity.
+
+    Two columns are one quantity when each is a strictly monotone function of the other on the
+    rows of ``x`` (their dense ranks agree, in the same or the reverse order): ``C.v_i.S2``,
+    ``C.v_i@S1`` and ``C.v_i@R0`` (equal by a one-factor PROD), ``C.register.bytes`` and
+    ``4 * C.C@R0.elems + 256`` (an affine SUM), ``C.L1.bytes.fill`` and ``C.L1.bytes`` (a ratio
+    to a constant capacity), ``C.v_i.S0`` and ``C.v_i@S0`` (``S0 = 256 / @S0``). A tree splits
+    them identically, so XGBoost's importance of one quantity is spread over its aliases
+    (Heron ASPLOS'23 §5 ranks key variables by that importance; :class:`heronlike.explore.cga.
+    CGAExplorer` sums it per group). Columns constant on ``x`` are left out (no tree splits on
+    them).
+
+    Args:
+        names: one name per column of ``x``.
+        x: ``(n, len(names))`` feature matrix of ``n`` probe assignments (e.g. a few hundred
+            random valid ones: two distinct quantities then coincide only by a vanishing chance).
+
+    Returns:
+        Groups of names, each in column order, ordered by their first column.
+
+    Raises:
+        ValueError: if ``x`` is not ``(n, len(names))``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != len(names):
+        raise ValueError(f"x must be (n, {len(names)}), got shape {x.shape}")
+    groups: dict[bytes, list[str]] = {}
+    for i, name in enumerate(names):
+        _, rank = np.unique(x[:, i], return_inverse=True)
+        top = int(rank.max()) if rank.size else 0
+        if top == 0:
+            continue  # constant
+        rank = rank.astype(np.int64)
+        # the same quantity increasing or reversed: {rank, top - rank} is the same pair
+        key = min(rank.tobytes(), (top - rank).tobytes())
+        groups.setdefault(key, []).append(name)
+    return list(groups.values())

@@ -461,12 +461,14 @@ def solve_one(
     hints: Mapping[str, int] | None = None,
     extra: Sequence[Constraint] = (),
     time_limit_s: float = 1.0,
+    deterministic_time_s: float | None = None,
 ) -> dict[str, int] | None:
     """One valid assignment of ``csp`` (plus ``extra``), near ``hints`` if given.
 
     A single RandSAT draw (Heron ASPLOS'23 §5) with the given hints (variable name -> value; any
     variable, knob or not) instead of random ones. Returns None if CP-SAT times out after
-    ``time_limit_s`` seconds.
+    ``time_limit_s`` seconds, or after ``deterministic_time_s`` of CP-SAT's deterministic time
+    (a work measure, the same on a loaded machine: the same seed gives the same answer).
 
     Raises:
         InfeasibleSpaceError: the CSP has no solution.
@@ -482,4 +484,6 @@ def solve_one(
     solver.parameters.cp_model_presolve = False
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = float(time_limit_s)
+    if deterministic_time_s is not None:
+        solver.parameters.max_deterministic_time = float(deterministic_time_s)
     return _solve(plan, rng, solver, hint=hints if hints is not None else plan.hints(rng))

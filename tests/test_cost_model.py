@@ -101,3 +101,28 @@ def test_assignment_features() -> None:
     assert f.dtype == np.float64
     np.testing.assert_allclose(f, np.log2(np.array([[65, 65, 2], [65, 9, 9]], dtype=float)))
     assert assignment_features(csp, []).shape == (0, 3)
+
+
+def test_grouped_importance_sums_aliases() -> None:
+    """Aliased columns (one quantity, two columns) count as one feature in the grouped ranking."""
+    x, y = synthetic(300, seed=3)
+    x = np.concatenate([x, 2.0 * x[:, [3]] + 1.0], axis=1)  # x10 is x3 again, another unit
+    names = [f"x{i}" for i in range(11)]
+    model = XGBCostModel(seed=0)
+    model.fit(x, y)
+    groups = [["x3", "x10"], ["x7"], ["x0"]]
+    weight = model.feature_importance(names, kind="weight")
+    total = model.feature_importance(names, kind="total_gain")
+    got = model.grouped_importance(names, groups, kind="weight")
+    assert got == [weight["x3"] + weight["x10"], weight["x7"], weight["x0"]]
+    gain = model.grouped_importance(names, groups, kind="gain")
+    splits = weight["x3"] + weight["x10"]
+    assert gain[0] == pytest.approx((total["x3"] + total["x10"]) / splits)
+    assert model.grouped_importance(names, groups, kind="total_gain")[1] == pytest.approx(
+        total["x7"]
+    )
+    with pytest.raises(ValueError, match="unknown"):
+        model.grouped_importance(names, [["nope"]])
+    with pytest.raises(ValueError, match="kind"):
+        model.grouped_importance(names, groups, kind="splits")
+    assert XGBCostModel().grouped_importance(names, groups) == [0.0, 0.0, 0.0]

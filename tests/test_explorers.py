@@ -1,4 +1,4 @@
-"""Tests of the search explorers: random, cga, cga1, sa, ga, opevo (heronlike.explore)."""
+"""Tests of the explorers (heronlike.explore): random, cga, cga1, sa, ga, opevo, flextensor."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 
 from heronlike import ops
 from heronlike.cost_model import XGBCostModel, feature_names
-from heronlike.csp import CSP, In, Le, Prod, Sum
+from heronlike.csp import CSP, In, Le, Prod, Select, Sum
 from heronlike.explore import EXPLORERS, Explorer, Observation, explorer_class, make_explorer
-from heronlike.explore.cga import crossover_constraints, mutate
-from heronlike.explore.common import Completer
+from heronlike.explore.cga import CGAExplorer, crossover_constraints, mutate
+from heronlike.explore.common import Completer, KnobDrawer
 from heronlike.explore.opevo import (
     factor_graph,
     parameters,
@@ -25,10 +25,11 @@ from heronlike.explore.opevo import (
     walk_length_distribution,
 )
 from heronlike.explore.sa import acceptance_probability
+from heronlike.features import alias_groups
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
 
-NAMES = ("random", "cga", "cga1", "sa", "ga", "opevo")
+NAMES = ("random", "cga", "cga1", "sa", "ga", "opevo", "flextensor")
 ROUNDS, BATCH = 4, 8
 
 
@@ -168,22 +169,109 @@ def test_mutation_drops_exactly_one_in() -> None:
     assert mutate([], rng) == []
 
 
-def test_cga_key_variables_follow_feature_importance() -> None:
+def test_alias_groups_one_per_quantity() -> None:
+    csp = gemm_csp()
+    names = feature_names(csp)
+    groups = alias_groups(names, np.log2(features_of(csp)))
+    of = {n: i for i, g in enumerate(groups) for n in g}
+    assert of["C.v_i.S2"] == of["C.v_i@S1"] == of["C.v_i@R0"]  # PROD with one factor
+    assert of["C.C@R0.elems"] == of["C.register.bytes"]  # 4 * elems + 256
+    assert of["C.v_i.S0"] == of["C.v_i@S0"]  # 256 / @S0: the same quantity, reversed
+    assert of["C.v_i.S1"] != of["C.v_i.S2"] and of["C.v_k.R1"] != of["C.L1.bytes"]
+    assert "C.v_j.T" not in of  # constant: never split on
+    assert sorted(n for g in groups for n in g) == sorted(set(of))
+
+
+def features_of(csp: CSP) -> np.ndarray:
+    a = RandSAT(csp, seed=0).sample(200)
+    return np.array([[x[n] for n in csp.vars] for x in a], dtype=np.float64) + 1.0
+
+
+def test_cga_key_variables_follow_grouped_importance() -> None:
     ex, _ = run("cga", 0)
-    assert ex.cost_model.trained
-    names = feature_names(ex.csp)
-    imp = ex.cost_model.feature_importance(names, kind="weight")
-    k = math.ceil(0.14 * len(names))
-    expected = sorted(names, key=lambda v: (-imp[v], names.index(v)))[:k]
-    assert ex.key_variables() == expected
-    assert imp[expected[0]] > 0
+    assert isinstance(ex, CGAExplorer) and ex.cost_model.trained
+    reps = [r for r, _ in ex.groups]
+    members = [m for _, m in ex.groups]
+    assert len(set(reps)) == len(reps)
+    imp = ex.cost_model.grouped_importance(ex.featurizer.names, members, kind="gain")
+    k = math.ceil(0.14 * len(ex.csp.vars))
+    expected = [reps[i] for i in sorted(range(len(reps)), key=lambda i: (-imp[i], i))[:k]]
+    assert ex.key_variables() == expected and imp[reps.index(expected[0])] > 0
+    of = {n: i for i, (_, m) in enumerate(ex.groups) for n in m}
+    assert len({of[v] for v in expected}) == k  # no two keys are one quantity
+    i_s2 = of["C.v_i.S2"]
+    assert ex.groups[i_s2][0] == "C.v_i.S2"  # a quantity is represented by its knob
+    assert {"C.v_i@S1", "C.v_i@R0"} <= set(ex.groups[i_s2][1])
+    weight = build("cga", 0, importance_kind="weight")
+    weight.cost_model = ex.cost_model
+    w = ex.cost_model.grouped_importance(ex.featurizer.names, members, kind="weight")
+    assert weight.key_variables() == [
+        reps[i] for i in sorted(range(len(reps)), key=lambda i: (-w[i], i))[:k]
+    ]
+    raw = build("cga", 0, dealias=False)  # per feature, as the ASPLOS artifact
+    raw.cost_model = ex.cost_model
+    assert len(raw.groups) == len(ex.csp.vars)
     knob_ex = build("cga", 0, key_scope="knobs")
     knob_ex.cost_model = ex.cost_model
-    knob_keys = knob_ex.key_variables()
-    assert len(knob_keys) == math.ceil(0.14 * len(ex.csp.knobs))
-    assert set(knob_keys) <= set(ex.csp.knobs)
-    random_ex, _ = run("cga1", 0)  # CGA-1: random key variables even when trained
+    assert set(knob_ex.key_variables()) <= set(ex.csp.knobs)
+    random_ex, _ = run("cga1", 0)  # CGA-1: random quantities even when trained
     assert len({tuple(random_ex.key_variables()) for _ in range(10)}) > 1
+    assert set(random_ex.key_variables()) <= set(reps)
+    assert random_ex.random_key_generations > 0 and ex.stats()["random_key_generations"] == 0
+    with pytest.raises(ValueError, match="importance_kind"):
+        build("cga", 0, importance_kind="splits")
+
+
+def test_cga_children_are_drawn_or_solved_by_cpsat() -> None:
+    ex, _ = run("cga", 0)
+    st = ex.stats()
+    assert st["children"] == st["child_draws"] + st["child_solves"] + st["child_failures"] > 0
+    only_cpsat = build("cga", 1, child_tries=0, pop_size=16, generations=2)
+    tune(only_cpsat, rounds=3)
+    st = only_cpsat.stats()
+    assert st["child_draws"] == 0 and st["child_solves"] > 0  # no draw: CP-SAT solves each
+    assert st["child_failures"] <= st["children"] // 10
+    dropped = build("cga", 1, child_tries=0, pop_size=16, generations=2, child_cpsat_limit=0)
+    tune(dropped, rounds=3)
+    assert dropped.stats()["child_failures"] == dropped.stats()["children"] > 0
+
+
+def incomplete_csp() -> CSP:
+    """A split of 64 plus ``slack``, a variable no constraint defines from the knobs."""
+    csp = CSP()
+    parts = tuple(csp.var(f"i{k}", 1, 64, knob=True) for k in range(3))
+    csp.add(Prod(64, parts))
+    csp.var("slack", 0, 8)
+    csp.add(Le("slack", "i2"))
+    return csp
+
+
+def test_cga_incomplete_csp_is_solved_or_refused() -> None:
+    csp = incomplete_csp()
+    with pytest.raises(ValueError, match="not derivable"):
+        build("cga", 0, csp=csp, child_cpsat_limit=0)
+    ex = build("cga", 0, csp=csp, pop_size=8, generations=2, select_num=8)
+    tune(ex, rounds=3, n=4, score=lambda a: 1e9 * a["i2"])
+    st = ex.stats()
+    assert st["child_solves"] > 0 and st["child_draws"] == 0
+    assert st["child_failures"] <= st["children"] // 10  # not silently ε-greedy
+
+
+def test_cga_survivors_and_round_size() -> None:
+    union = build("cga", 2, pop_size=16, select_num=8, generations=2)
+    tune(union, rounds=2)
+    assert len(union._population) > 16  # children ∪ parents: no cut to pop_size
+    cut = build("cga", 2, pop_size=16, select_num=8, generations=2, survivors="cut")
+    tune(cut, rounds=2)
+    assert len(cut._population) <= 16
+    heron = build("cga", 3, pop_size=16, select_num=8, generations=1, round_size=16)
+    tune(heron, rounds=3)  # rounds of 16 (untrained: RandSAT), each served over 2 batches
+    children = heron.children
+    assert children > 0
+    batch = heron.propose(8, exclude=())
+    assert len(batch) == 8 and heron.children == children  # served from the round's queue
+    heron.propose(8, exclude=())
+    assert heron.children > children  # queue spent: a new round
 
 
 # -- SA ------------------------------------------------------------------------------------------
@@ -343,3 +431,82 @@ def test_opevo_perm_parameter() -> None:
         assert sorted(a[k] for k in order) == [0, 1, 2]
     with pytest.raises(ValueError):
         build("opevo", 0, csp=csp, perm_groups=(("o0", "p"),))
+
+
+def four_topology_csp() -> CSP:
+    """One split (factor), a loop order of 3 positions (perm), an ordered knob (discrete) and a
+    compute location read as categorical (choice, with ``position_topology="choice"``)."""
+    csp = CSP()
+    parts = tuple(csp.var(f"i{k}", 1, 64, knob=True) for k in range(3))
+    csp.add(Prod(64, parts))
+    order = tuple(csp.var(f"o{k}", 1, 3, knob=True) for k in range(3))
+    for o in order:
+        csp.add(In(o, (1, 2, 3)))
+    csp.add(Sum(6, order))
+    csp.var("o.prod", 6, 6)
+    csp.add(Prod("o.prod", order))
+    csp.var("vec", 1, 16, knob=True)
+    csp.add(In("vec", (1, 2, 4, 8, 16)))
+    csp.var("pos", 0, 2, knob=True)
+    csp.var("at", 1, 64)
+    csp.add(Select("at", "pos", ("i0", "i1", "i2")))
+    return csp
+
+
+def four_score(a: Mapping[str, int]) -> float:
+    d = (math.log2(a["i2"]) - 3) ** 2 + (a["o0"] - 3) ** 2 + (math.log2(a["vec"]) - 2) ** 2
+    return 1e9 * (1 + a["pos"]) / (1 + d)
+
+
+def test_opevo_walks_all_four_topologies() -> None:
+    csp = four_topology_csp()
+    ex = build("opevo", 0, csp=csp, perm_groups=(("o0", "o1", "o2"),), position_topology="choice")
+    assert sorted(p.kind for p in ex.params) == ["choice", "discrete", "factor", "perm"]
+    batches = tune(ex, rounds=5, n=8, score=four_score)
+    st = ex.stats()
+    for kind in ("factor", "perm", "discrete", "choice"):
+        assert st[f"walks_{kind}"] > 0 and 0 < st[f"moved_{kind}"] < st[f"walks_{kind}"], kind
+    for a in itertools.chain.from_iterable(batches):
+        assert sorted(a[k] for k in ("o0", "o1", "o2")) == [1, 2, 3]  # orders stay orders
+    assert not ex.cost_model.trained  # model-free (the paper's OpEvo)
+    guided = build("opevo", 0, csp=csp, guided=True, position_topology="choice")
+    tune(guided, rounds=3, n=8, score=four_score)
+    assert guided.cost_model.trained and guided.stats()["generations"] > 0
+
+
+def test_opevo_reads_topologies_declared_by_the_csp() -> None:
+    try:
+        csp = CSP()
+        order = tuple(csp.var(f"o{k}", 1, 3, knob=True, topology="perm:C.o") for k in range(3))
+        csp.var("unroll", 0, 512, knob=True, topology="categorical")
+    except TypeError:
+        pytest.skip("this CSP has no knob topologies yet")
+    for o in order:
+        csp.add(In(o, (1, 2, 3)))
+    csp.add(Sum(6, order))
+    csp.add(In("unroll", (0, 16, 64, 512)))
+    kinds = {p.knobs: p.kind for p in parameters(csp)}
+    assert kinds == {order: "perm", ("unroll",): "choice"}
+    perm = next(p for p in parameters(csp) if p.kind == "perm")
+    assert set(perm.graph.nodes) == set(itertools.permutations((1, 2, 3)))
+    rows = KnobDrawer(csp).options()
+    assert rows is not None and any(names == order and len(r) == 6 for names, r in rows)
+
+
+def test_opevo_breeds_one_generation_per_measurement() -> None:
+    ex = build("opevo", 0, csp=four_topology_csp(), offspring=4)
+    first = ex.propose(8, exclude=())  # no fitness yet: RandSAT (Algorithm 1 step 1)
+    assert ex.generations == 0 and ex.fills == 0
+    ex.observe([Observation(a, four_score(a)) for a in first])
+    measured = {ex.sampler.key(a) for a in first}
+    second = ex.propose(8, exclude=measured)
+    assert ex.generations == 1 and ex.fills == 4  # ρ = 4 children, then fresh samples
+    measured |= {ex.sampler.key(a) for a in second}
+    ex.propose(4, exclude=())  # nothing measured since: no second generation
+    assert ex.generations == 1 and ex.fills == 8
+    ex.observe([Observation(a, four_score(a)) for a in second])
+    ex.propose(4, exclude=measured)
+    assert ex.generations == 1  # the 4 samples proposed last are still unmeasured
+    ex2 = build("opevo", 0, csp=four_topology_csp())  # offspring=0: ρ is the batch
+    tune(ex2, rounds=3, n=8, score=four_score)
+    assert ex2.generations == 2 and ex2.fills == 0

@@ -12,7 +12,9 @@ Built-in explorers are listed by name in :data:`EXPLORERS` and imported on first
   ``"cga1"``: the same with random key variables (the CGA-1 ablation);
 * ``"sa"``: simulated annealing on the cost model, Metropolis acceptance;
 * ``"ga"``: a classic GA on knob vectors, invalid children discarded;
-* ``"opevo"``: OpEvo's q-random-walk evolution on measured throughput.
+* ``"opevo"``: OpEvo's q-random-walk evolution on measured throughput (model-free by default);
+* ``"flextensor"``: FlexTensor's simulated annealing over measured points with Q-learned
+  directions (model-free).
 
 Adding your own explorer (three ways):
 
@@ -53,6 +55,7 @@ EXPLORERS: dict[str, str] = {
     "sa": "heronlike.explore.sa:SAExplorer",
     "ga": "heronlike.explore.ga:GAExplorer",
     "opevo": "heronlike.explore.opevo:OpEvoExplorer",
+    "flextensor": "heronlike.explore.flextensor:FlexTensorExplorer",
 }
 
 

@@ -1,59 +1,71 @@
 """Heron's constraint-based genetic algorithm (CGA; ASPLOS'23 §5, Algorithms 2 and 3).
 
-Each :meth:`CGAExplorer.propose` is one Heron round:
+Each Heron round (:meth:`CGAExplorer.propose`) is:
 
-1. *Population* (``UpdatePopulation``): ``pop_size`` fresh RandSAT samples, the
-   ``history_topk`` best programs measured so far and (``carry_population``) the previous round's
-   population, re-predicted by the retrained cost model; the best ``pop_size`` by predicted score
-   are kept.
-2. ``generations`` generations of:
+1. *First generation* (Alg. 2 step 1; the artifact's ``UpdatePopulation``): ``pop_size`` fresh
+   RandSAT samples, the ``history_topk`` best programs measured so far and
+   (``carry_population``) the previous round's population, re-predicted by the retrained cost
+   model; the best ``pop_size`` by predicted score are kept.
+2. ``generations`` generations (Alg. 2 step 2) of:
 
-   * *key variables*: the top ``ceil(key_ratio * count)`` variables by the XGBoost cost model's
-     feature importance (``Booster.get_score(importance_type=importance_kind)``, unused features
-     after the used ones in CSP order), as the ASPLOS'23 artifact's ``anaCostModel``; random
-     ones while the model is untrained, and always for :class:`CGARandomKeysExplorer` ("cga1",
-     the CGA-1 ablation of Heron Fig. 13);
-   * *selection*: ``select_num`` parents by roulette wheel on predicted score, with replacement
-     (uniform while every score is 0, i.e. untrained);
-   * *crossover* (:func:`crossover_constraints`): a child of parents ``p1``, ``p2`` is a solution
-     of the child CSP ``CSP_initial + [IN(v, {p1[v], p2[v]}) for v in key variables]``;
-   * *mutation* (:func:`mutate`): one of those IN constraints, at a random "mutation position",
-     is dropped (with probability ``mutation_prob``; Heron always drops one), leaving that
-     variable free;
-   * RandSAT solves every child CSP (a child always exists: ``p1`` satisfies it);
-   * the children are predicted; the next population is the best ``pop_size`` of the children
-     and the ``elites`` best programs seen this round.
+   * *key variables* (Alg. 3 step 1, :meth:`CGAExplorer.key_variables`): the top
+     ``ceil(key_ratio * |scope|)`` quantities by the XGBoost cost model's feature importance,
+     ``importance_kind`` (default ``"gain"``, the paper's "improvement of achieved
+     performance"; the ASPLOS artifact's ``anaCostModel`` used ``"weight"``, the number of
+     splits). Importance is summed over the *aliases* of one quantity
+     (:func:`heronlike.features.alias_groups`: ``C.v_i.S2``, ``C.v_i@S1`` and ``C.v_i@R0`` are
+     one quantity, so are ``C.L1.bytes`` and its derived ``C.L1.bytes.fill``), so that one
+     quantity takes one key slot and aliases do not split its importance
+     (``dealias=False``: per feature, as the artifact did). A quantity is represented by its
+     first knob, else its first CSP variable in ``key_scope``; quantities that are only
+     derived features (no CSP variable) cannot be keys. While the model is untrained the keys
+     are random quantities, and always for :class:`CGARandomKeysExplorer` ("cga1", the CGA-1
+     ablation of Heron Fig. 13: the same quantities, picked at random);
+   * *selection*: ``select_num`` parents by roulette wheel on predicted score, with
+     replacement (uniform while every score is 0, i.e. untrained);
+   * *crossover* (:func:`crossover_constraints`): a child of parents ``p1``, ``p2`` is a
+     solution of the child CSP ``CSP_initial + [IN(v, {p1[v], p2[v]}) for v in keys]``;
+   * *mutation* (:func:`mutate`): one of those IN constraints, at a random "mutation
+     position", is dropped (with probability ``mutation_prob``; Heron always drops one);
+   * *solving the child CSP* (Alg. 2 line 11, ``RandSAT(CSPs)``): first the hint stage of
+     RandSAT, up to ``child_tries`` random split- and order-consistent knob draws honouring the
+     child's IN constraints on knobs (:class:`~heronlike.explore.common.KnobDrawer`), each
+     completed and checked against CSP_initial and the INs on derived variables (no solver
+     call, ~30 us a draw; counted in ``child_draws``). A child CSP that no draw satisfies is
+     solved by CP-SAT, hinted with the last draw and bounded by ``child_cpsat_limit``
+     deterministic seconds (``child_solves`` when solved); only when CP-SAT hits that bound is
+     the child dropped (``child_failures``). A child CSP is never infeasible (``p1`` satisfies
+     it). ``child_cpsat_limit=0`` drops such children without CP-SAT (the old behaviour);
+   * *next generation*: ``survivors="union"`` (default, Alg. 2 line 11:
+     ``Pop <- RandSAT(CSPs) ∪ Pop``, Pop being the roulette-selected parents), ``"elites"``
+     (the artifact: the children and the ``elites`` best programs seen this round) or
+     ``"cut"`` (the best ``pop_size`` of those: an extra cut the paper does not make).
 3. *ε-greedy* (Heron's ``epsilon_select``): from every program seen this round that is not in
    ``exclude``, the ``ceil(epsilon * n)`` best predicted, then the rest uniformly at random
    without replacement (Heron draws the rest by roulette *with* replacement and loses batch
    slots to duplicates).
 
-Design decisions:
+**Measurements per round**: Heron measures 32 programs per round (its ``Tuner.run``), then
+retrains. Here the tune loop asks for its ``batch_size`` (16 by default) per round; with
+``round_size=32`` one CGA round selects 32 and serves them over two batches, the second from the
+queue without a new round (the cost model is refitted in between but the queued picks stay those
+of the round, as in Heron).
 
-* **Key variables** range over *all* CSP variables (``key_scope="all"``), as the ASPLOS'23
-  artifact did: the cost model's features are every variable, and a derived variable such as a
-  tile's byte count is often the most informative split. ``key_scope="knobs"`` restricts them to
-  knobs. Heron's HEAD picks them at random (that is "cga1" here).
-* **Child solving** (``child_solver="draw"``, default) is the hint stage of RandSAT run on the
-  child CSP: up to ``child_tries`` random split-consistent knob draws that honour the child's IN
-  constraints on knobs (:class:`~heronlike.explore.ga.KnobDrawer`, the sampler's hints), each
-  completed (derived variables computed from the knobs) and checked against CSP_initial and the
-  IN constraints on derived variables; the first that holds is the child, found without a
-  solver call. A child CSP no draw satisfies is dropped (``child_failures``: about 6 % of the
-  children with importance keys, 24 % with random keys on the GEMM space). With
-  ``child_time_limit_s > 0`` such a child is repaired by one CP-SAT solve hinted with the last
-  draw instead; CP-SAT solves those in ~1.5 ms or needs seconds (about 2 %), so the limit sits in
-  that gap, but it is wall-clock: under CPU load two same-seed runs then differ (observed), which
-  is why it is off by default. ``child_solver="randsat"`` calls ``sampler.sample(1, extra=...)``
-  (RandSAT's 128 draws, then CP-SAT with the sampler's time limit): 3-8x slower here, and not
-  reproducible under load either.
-* **Untrained model**: Heron skips the generations while the model is untrained (round 0 is pure
-  RandSAT); so does this explorer unless ``optimize_untrained=True``.
-* **Defaults** (deviation): Heron uses ``pop_size=200`` children per generation, 5 generations,
-  ``select_num=100`` (ASPLOS: 32), ``key_ratio=0.2`` (ASPLOS: 0.14), 20 elites, top-32 history.
-  A round of those takes seconds on one core here; the defaults below (64 children per
-  generation, Heron's 5 generations, 32 parents, 8 elites, top-16 history, ASPLOS's 0.14) keep
-  ``propose(16)`` on the GEMM 1024^3 DL Boost space at about 0.2-0.4 s.
+**Incomplete CSP**: when some CSP variable is not derivable from the knobs by the CSP's
+PROD/SUM/EQ/SELECT definitions, a random draw cannot be completed; every child CSP is then
+solved by CP-SAT directly (hinted with a split-consistent draw), and the constructor raises
+``ValueError`` if ``child_cpsat_limit`` is 0 (every child would be dropped and CGA would silently
+become ε-greedy RandSAT).
+
+**Untrained model**: Heron skips the generations while the model is untrained (round 0 is pure
+RandSAT); so does this explorer unless ``optimize_untrained=True``.
+
+**Heron's values** (heron_repo.md §4.4; ASPLOS-era values in brackets): population 200,
+5 generations, 100 [32] parents, key ratio 0.2 [0.14] of all CSP variables, 20 elites, top-32
+history, ε 0.6, 32 measurements per round. A round with those takes seconds on one core here;
+the defaults (64 children per generation, 5 generations, 32 parents, 0.14, 8 elites, top-16
+history, the tune loop's batch per round) keep ``propose(16)`` on the GEMM 1024^3 DL Boost space
+at a fraction of a second. ``CGAOptions.heron()`` gives Heron's ASPLOS values.
 """
 
 from __future__ import annotations
@@ -61,6 +73,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +86,9 @@ from heronlike.explore.common import (
     ScoredPool,
     best_measured,
     roulette,
+    unique,
 )
+from heronlike.features import alias_groups
 
 __all__ = [
     "CGAExplorer",
@@ -125,6 +140,8 @@ def mutate(constraints: Sequence[In], rng: np.random.Generator, prob: float = 1.
 
 # -- the explorer --------------------------------------------------------------------------------
 
+_KINDS = ("weight", "gain", "cover", "total_gain", "total_cover")
+
 
 @dataclass(frozen=True)
 class CGAOptions:
@@ -135,22 +152,31 @@ class CGAOptions:
     """
 
     pop_size: int = field(
-        default=64, metadata={"doc": "population kept and children per generation (Heron: 200)"}
+        default=64, metadata={"doc": "first generation and children per generation (Heron: 200)"}
     )
     generations: int = field(
-        default=5, metadata={"doc": "generations per propose() (Heron: iter_walks=5)"}
+        default=5, metadata={"doc": "generations per round (Heron: iter_walks=5)"}
     )
     select_num: int = field(
-        default=32, metadata={"doc": "parents drawn by roulette per generation (Heron: 100/32)"}
+        default=32, metadata={"doc": "parents drawn by roulette per generation (Heron: 100 [32])"}
     )
     key_ratio: float = field(
-        default=0.14, metadata={"doc": "share of variables made key variables (ASPLOS: 0.14)"}
+        default=0.14,
+        metadata={"doc": "keys = ceil(key_ratio * variables in scope) (Heron: 0.2 [0.14])"},
     )
     key_scope: str = field(
         default="all", metadata={"doc": "'all' CSP variables (ASPLOS artifact) or 'knobs'"}
     )
     importance_kind: str = field(
-        default="weight", metadata={"doc": "XGBoost importance type ranking key variables"}
+        default="gain",
+        metadata={
+            "doc": "XGBoost importance ranking the key variables: 'gain' (the paper), 'weight' "
+            "(the ASPLOS artifact), 'cover', 'total_gain' or 'total_cover'"
+        },
+    )
+    dealias: bool = field(
+        default=True,
+        metadata={"doc": "rank quantities, importance summed over their aliases (else features)"},
     )
     mutation_prob: float = field(
         default=1.0, metadata={"doc": "probability a child CSP drops one IN (Heron: 1)"}
@@ -162,7 +188,19 @@ class CGAOptions:
         default=16, metadata={"doc": "best measured programs added to the population (Heron: 32)"}
     )
     elites: int = field(
-        default=8, metadata={"doc": "best programs of the round kept each generation (Heron: 20)"}
+        default=8,
+        metadata={"doc": "best programs of the round kept by survivors='elites'/'cut' (Heron: 20)"},
+    )
+    survivors: str = field(
+        default="union",
+        metadata={
+            "doc": "next generation: 'union' children ∪ parents (paper, Alg. 2), 'elites' "
+            "children + elites (artifact), 'cut' best pop_size of those"
+        },
+    )
+    round_size: int = field(
+        default=0,
+        metadata={"doc": "programs selected per round, over batches (0: the batch; Heron: 32)"},
     )
     carry_population: bool = field(
         default=True, metadata={"doc": "start from the previous round's population too (Heron)"}
@@ -173,52 +211,82 @@ class CGAOptions:
     )
     child_tries: int = field(
         default=16,
+        metadata={"doc": "random split-consistent draws tried per child CSP before CP-SAT"},
+    )
+    child_cpsat_limit: float = field(
+        default=0.05,
         metadata={
-            "doc": "random split-consistent draws tried per child before CP-SAT (16: a child "
-            "needing more is dropped; 64 took 2.5x the explorer time in a simulated BMM tune)"
+            "doc": "CP-SAT bound per child CSP no draw solved, in deterministic seconds "
+            "(reproducible under load; 0: drop such children)"
         },
     )
-    child_time_limit_s: float = field(
-        default=0.0,
-        metadata={"doc": "CP-SAT repair time limit per child after failed draws (0: no repair)"},
-    )
-    child_solver: str = field(
-        default="draw",
-        metadata={"doc": "'draw': draws, then one hinted CP-SAT solve; 'randsat': sampler.sample"},
+    probes: int = field(
+        default=256, metadata={"doc": "random valid assignments that find the aliases"}
     )
 
     def __post_init__(self) -> None:
         check_options(
             self,
-            positive=("pop_size", "select_num"),
-            non_negative=("generations", "history_topk", "elites", "child_tries"),
+            positive=("pop_size", "select_num", "probes"),
+            non_negative=("generations", "history_topk", "elites", "child_tries", "round_size"),
             unit=("key_ratio", "mutation_prob", "epsilon"),
         )
         if self.key_scope not in ("all", "knobs"):
             raise ValueError(f"key_scope must be 'all' or 'knobs', got {self.key_scope!r}")
-        if self.child_solver not in ("draw", "randsat"):
-            raise ValueError(f"child_solver must be 'draw' or 'randsat', got {self.child_solver!r}")
-        kinds = ("weight", "gain", "cover", "total_gain", "total_cover")
-        if self.importance_kind not in kinds:
-            raise ValueError(f"importance_kind must be one of {kinds}, got {self.importance_kind}")
+        if self.survivors not in ("union", "elites", "cut"):
+            raise ValueError(
+                f"survivors must be 'union', 'elites' or 'cut', got {self.survivors!r}"
+            )
+        if self.importance_kind not in _KINDS:
+            raise ValueError(f"importance_kind must be one of {_KINDS}, got {self.importance_kind}")
+        if not self.child_cpsat_limit >= 0:
+            raise ValueError(f"child_cpsat_limit must be >= 0, got {self.child_cpsat_limit}")
+
+    @staticmethod
+    def heron() -> dict[str, Any]:
+        """Heron's ASPLOS-era values (heron_repo.md §4.4) as keyword options."""
+        return dict(
+            pop_size=200,
+            generations=5,
+            select_num=32,
+            key_ratio=0.14,
+            importance_kind="weight",
+            history_topk=32,
+            elites=20,
+            survivors="elites",
+            round_size=32,
+        )
 
 
 class CGAExplorer(Explorer):
     """Heron's constraint-based GA over child CSPs (see the module docstring).
 
     Attributes:
-        children: child CSPs built, over all calls.
-        child_solves: of them, solved by CP-SAT (no random draw satisfied them).
-        child_failures: of them, dropped: no draw satisfied them (and CP-SAT, if enabled, timed
-            out; a child CSP is never infeasible).
+        children: child CSPs built, over all calls; each is counted once more in one of
+        child_draws: solved by a random draw; child_solves: solved by CP-SAT after the draws
+            failed; child_failures: dropped (CP-SAT hit ``child_cpsat_limit``, or it is 0).
+        random_key_generations: generations whose key variables were random (untrained model,
+            a cost model without feature importance, or "cga1").
+        groups: the quantities key variables are chosen from: ``(representative CSP variable,
+            feature names)``.
+
+    Raises:
+        ValueError: if the CSP has a variable the knobs do not define and
+            ``child_cpsat_limit`` is 0.
     """
 
     name = "cga"
     Options = CGAOptions
-    counters = ("children", "child_failures", "child_solves")
+    counters = (
+        "children",
+        "child_draws",
+        "child_solves",
+        "child_failures",
+        "random_key_generations",
+    )
     random_keys = False
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._names = list(self.featurizer.names)
         self._scope = (
@@ -227,27 +295,101 @@ class CGAExplorer(Explorer):
         self._drawer = KnobDrawer(self.csp)
         self._complete = Completer(self.csp, self.sampler)
         self._knobs = set(self.csp.knobs)
+        if not self._complete.complete and self.options.child_cpsat_limit <= 0:
+            missing = sorted(set(self.csp.vars) - self._derivable())
+            raise ValueError(
+                f"CSP variables {missing[:5]} are not derivable from the knobs, so random draws "
+                "cannot solve a child CSP; CGA needs child_cpsat_limit > 0 to solve them"
+            )
         self._population: list[Assignment] = []
-        self.child_failures = 0
-        self.children = 0
-        self.child_solves = 0
+        self._queue: list[Assignment] = []
+        self._groups: list[tuple[str, list[str]]] | None = None
+        self.children = self.child_draws = self.child_solves = self.child_failures = 0
+        self.random_key_generations = 0
+
+    def _derivable(self) -> set[str]:
+        steps, _ = self.csp.derivation(self.csp.knobs)
+        fixed = {n for n, v in self.csp.vars.items() if v.lo == v.hi}
+        return set(self.csp.knobs) | {n for n, _ in steps} | fixed
 
     # -- key variables ---------------------------------------------------------------------------
 
+    @property
+    def groups(self) -> list[tuple[str, list[str]]]:
+        """``(representative, aliases)`` per quantity in scope, in CSP order of the
+        representative; found once, on ``probes`` random valid assignments."""
+        if self._groups is None:
+            self._groups = self._find_groups()
+        return self._groups
+
+    def _probe(self) -> list[Assignment]:
+        """Random valid assignments from a generator of their own (the explorer's random
+        stream is left as it is)."""
+        rng = np.random.default_rng(0x5EED)
+        out: list[Assignment] = []
+        options = self._drawer.options()
+        if self._complete.complete and options is not None:
+            for _ in range(20 * self.options.probes):
+                a = self._complete(self._drawer.draw(options, rng))
+                if a is not None:
+                    out.append(a)
+                    if len(out) >= self.options.probes:
+                        break
+        if len(out) < self.options.probes // 2:
+            from heronlike.sampler import RandSAT
+
+            out += RandSAT(self.csp, seed=0x5EED).sample(self.options.probes)
+        return out
+
+    def _find_groups(self) -> list[tuple[str, list[str]]]:
+        in_scope = set(self._scope)
+        order = {v: i for i, v in enumerate(self.csp.vars)}
+        if self.options.dealias:
+            probes = self._probe()
+            raw = alias_groups(self._names, self.features(probes)) if probes else []
+        else:
+            raw = [[n] for n in self._names]
+        out = []
+        for names in raw:
+            members = sorted((n for n in names if n in in_scope), key=order.__getitem__)
+            if not members:
+                continue  # only derived features: no CSP variable to constrain
+            knobs = [n for n in members if n in self._knobs]
+            out.append(((knobs or members)[0], list(names)))
+        return sorted(out, key=lambda g: order[g[0]])
+
     def n_keys(self) -> int:
-        """``ceil(key_ratio * count)`` over the key-variable scope."""
-        return min(len(self._scope), math.ceil(self.options.key_ratio * len(self._scope)))
+        """``ceil(key_ratio * |scope|)`` (Heron counts the variables of its scope, aliases
+        included), at most the number of quantities in scope."""
+        return min(len(self.groups), math.ceil(self.options.key_ratio * len(self._scope)))
 
     def key_variables(self) -> list[str]:
-        """The key variables for the next generation (model importance, or random)."""
-        k = self.n_keys()
-        importance_of = getattr(self.cost_model, "feature_importance", None)
-        if self.random_keys or not self.cost_model.trained or importance_of is None:
-            picks = self.rng.choice(len(self._scope), size=k, replace=False)
-            return [self._scope[int(i)] for i in sorted(picks)]
-        importance = importance_of(self._names, kind=self.options.importance_kind)
-        order = sorted(range(len(self._scope)), key=lambda i: (-importance[self._scope[i]], i))
-        return [self._scope[i] for i in order[:k]]
+        """The key variables for the next generation: the representatives of the ``n_keys``
+        most important quantities (Heron Alg. 3 step 1), or random ones (see module docs)."""
+        groups, k = self.groups, self.n_keys()
+        importance = self._importance()
+        if importance is None:
+            self.random_key_generations += 1
+            picks = self.rng.choice(len(groups), size=k, replace=False)
+            return [groups[int(i)][0] for i in sorted(picks)]
+        order = sorted(range(len(groups)), key=lambda i: (-importance[i], i))
+        return [groups[i][0] for i in order[:k]]
+
+    def _importance(self) -> list[float] | None:
+        """Importance per group (None: pick keys at random)."""
+        model = self.cost_model
+        if self.random_keys or not model.trained:
+            return None
+        kind = self.options.importance_kind
+        members = [names for _, names in self.groups]
+        grouped = getattr(model, "grouped_importance", None)
+        if grouped is not None:
+            return list(grouped(self._names, members, kind=kind))
+        per_feature = getattr(model, "feature_importance", None)
+        if per_feature is None:
+            return None
+        scores = per_feature(self._names, kind=kind)
+        return [float(sum(scores[n] for n in names)) for names in members]
 
     # -- one round -------------------------------------------------------------------------------
 
@@ -255,6 +397,18 @@ class CGAExplorer(Explorer):
         if n <= 0:
             return []
         excluded = set(exclude)
+        key = self.sampler.key
+        queue = [a for a in self._queue if key(a) not in excluded]
+        out, self._queue = queue[:n], queue[n:]
+        if len(out) >= n:
+            return out
+        need = n - len(out)
+        picks = self._round(max(need, self.options.round_size), excluded | {key(a) for a in out})
+        self._queue += picks[need:]
+        return out + picks[:need]
+
+    def _round(self, n: int, excluded: set[tuple[int, ...]]) -> list[Assignment]:
+        """One Heron round: ``n`` programs selected from the population it evolves."""
         if not self.cost_model.trained and not self.options.optimize_untrained:
             return self.sampler.sample(n, exclude=excluded)
         opt = self.options
@@ -278,60 +432,90 @@ class CGAExplorer(Explorer):
                 child = self._solve_child(mutate(cons, self.rng, opt.mutation_prob))
                 if child is not None:
                     children.append(child)
-            population = pool.next_population(children, opt.elites, opt.pop_size)
+            if opt.survivors == "union":
+                population = unique(pool.add(children) + parents, key)
+            else:
+                size = opt.pop_size if opt.survivors == "cut" else None
+                population = pool.next_population(children, opt.elites, size)
         self._population = population
         return pool.select(n, excluded, opt.epsilon, self.rng, self.sampler)
 
     def _solve_child(self, constraints: Sequence[In]) -> Assignment | None:
-        """One solution of ``CSP_initial + constraints``, or None (counted) if none was found."""
-        self.children += 1
-        try:
-            if self.options.child_solver == "randsat":
-                got = self.sampler.sample(1, extra=list(constraints), max_draws=1)
-                a = got[0] if got else None
-            else:
-                a = self._draw_child(constraints)
-        except (InfeasibleSpaceError, SolverTimeoutError):
-            a = None
-        if a is None:
-            self.child_failures += 1
-        return a
+        """One solution of ``CSP_initial + constraints``, or None (counted) if none was found.
 
-    def _draw_child(self, constraints: Sequence[In]) -> Assignment | None:
-        """RandSAT on the child CSP: random hints until one is a solution, else CP-SAT repair.
-
-        Up to ``child_tries`` split-consistent random knob draws honouring the IN constraints on
-        knobs (the hint stage of :mod:`heronlike.sampler`), each completed and checked against
-        the IN constraints on derived variables; the first that holds is the child (no solver
-        call: deterministic, ~30 us a draw). Otherwise, if ``child_time_limit_s > 0``, one
-        CP-SAT solve of the child CSP hinted with the last draw; else None.
+        Up to ``child_tries`` split-consistent random knob draws honouring the IN constraints
+        on knobs (the hint stage of :mod:`heronlike.sampler`), each completed and checked
+        against the IN constraints on derived variables; the first that holds is the child.
+        Otherwise one CP-SAT solve of the child CSP hinted with the last draw, bounded by
+        ``child_cpsat_limit`` deterministic seconds.
         """
-        from heronlike.sampler import solve_one
-
+        self.children += 1
         restrict = {c.var: c.values for c in constraints}
         options = self._drawer.options(restrict)
         hints: dict[str, int] | None = None
-        if options is not None and self._complete.complete:
-            derived = [c for c in constraints if c.var not in self._knobs]
-            for _ in range(self.options.child_tries):
+        if options is not None:
+            if self._complete.complete:
+                derived = [c for c in constraints if c.var not in self._knobs]
+                for _ in range(self.options.child_tries):
+                    hints = self._drawer.draw(options, self.rng)
+                    a = self._complete(hints)
+                    if a is not None and all(a[c.var] in c.values for c in derived):
+                        self.child_draws += 1
+                        return a
+            else:
                 hints = self._drawer.draw(options, self.rng)
-                a = self._complete(hints)
-                if a is not None and all(a[c.var] in c.values for c in derived):
-                    return a
-            if self.options.child_time_limit_s <= 0:
-                return None
-        self.child_solves += 1
-        return solve_one(
-            self.csp,
-            seed=int(self.rng.integers(1 << 31)),
-            hints=hints,
-            extra=constraints,
-            time_limit_s=self.options.child_time_limit_s,
-        )
+        a = None
+        if self.options.child_cpsat_limit > 0:
+            try:
+                a = _solve_bounded(
+                    self.csp,
+                    constraints,
+                    hints,
+                    seed=int(self.rng.integers(1 << 31)),
+                    deterministic_s=self.options.child_cpsat_limit,
+                )
+            except (InfeasibleSpaceError, SolverTimeoutError):
+                a = None
+        if a is None:
+            self.child_failures += 1
+        else:
+            self.child_solves += 1
+        return a
+
+
+def _solve_bounded(
+    csp: CSP,
+    extra: Sequence[In],
+    hints: Mapping[str, int] | None,
+    *,
+    seed: int,
+    deterministic_s: float,
+) -> Assignment | None:
+    """One RandSAT solve of ``csp + extra`` (Heron §5: shuffled model, presolve off, one
+    worker, hinted) bounded by CP-SAT's *deterministic* time, so that the same seed gives the
+    same child on a loaded machine; None when the bound is hit.
+
+    Raises:
+        InfeasibleSpaceError: CP-SAT proved the child CSP infeasible (never for a CGA child).
+    """
+    from heronlike.sampler import solve_one
+
+    return solve_one(
+        csp,
+        seed=seed,
+        hints=hints,
+        extra=extra,
+        time_limit_s=max(1.0, 100.0 * float(deterministic_s)),  # a safety net only
+        deterministic_time_s=float(deterministic_s),
+    )
 
 
 class CGARandomKeysExplorer(CGAExplorer):
-    """CGA with random key variables: the CGA-1 ablation of Heron Fig. 13 (Heron HEAD's CGA)."""
+    """CGA with random key variables: the CGA-1 ablation of Heron Fig. 13 (Heron HEAD's CGA).
+
+    The keys are random quantities of the same de-aliased scope as "cga" (when ``dealias``),
+    so the two differ only in how the keys are ranked.
+    """
 
     name = "cga1"
     random_keys = True

@@ -7,6 +7,7 @@ and :class:`KnobDrawer` (random split-consistent knob values), and the selection
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection, Mapping, Sequence
 
@@ -20,7 +21,9 @@ __all__ = [
     "Completer",
     "KnobDrawer",
     "best_measured",
+    "categorical_knobs",
     "epsilon_select",
+    "perm_groups",
     "ScoredPool",
     "select_batch",
     "factorizations",
@@ -115,17 +118,30 @@ class Completer:
 # -- split groups and random knob draws ----------------------------------------------------------
 
 
+def perm_groups(csp: CSP) -> tuple[tuple[str, ...], ...]:
+    """The loop-order knob groups of ``csp`` (``CSP.perm_groups``: knobs declared with
+    ``topology="perm:<group>"``, together a permutation); empty for a CSP without them."""
+    return tuple(tuple(g) for g in getattr(csp, "perm_groups", ()))
+
+
+def categorical_knobs(csp: CSP) -> tuple[str, ...]:
+    """The knobs of ``csp`` whose values are unordered alternatives (``topology=
+    "categorical"``, ``CSP.categorical``); empty for a CSP without them."""
+    return tuple(getattr(csp, "categorical", ()))
+
+
 def split_groups(csp: CSP) -> list[tuple[tuple[str, ...], int]]:
     """The split loops of ``csp``: ``(knobs, total)`` with ``prod(knobs) == total``.
 
     A split is a ``PROD`` whose target is a constant (or a variable with one value) and whose
     factors are at least two distinct knobs and otherwise constants or one-valued variables
     (range ``lo == hi`` or an ``EQ`` to a constant); ``total`` is the target divided by that
-    fixed part. A knob belongs to the first split that names it only.
+    fixed part. A knob belongs to the first split that names it only. The knobs of a loop
+    order (:func:`perm_groups`; their PROD ``== n!`` is no split) are left out.
     """
     knob_set = set(csp.knobs)
     fixed = fixed_values(csp)
-    used: set[str] = set()
+    used: set[str] = {k for g in perm_groups(csp) for k in g}
     out = []
     for c in csp.constraints:
         if not isinstance(c, Prod):
@@ -177,10 +193,12 @@ def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
 
 
 class KnobDrawer:
-    """Random knob values consistent with the splits and ``IN`` restrictions of a CSP.
+    """Random knob values consistent with the splits, loop orders and ``IN`` restrictions of
+    a CSP.
 
     Each split gets a uniform ordered factorisation whose parts are candidates of their knobs,
-    every other knob a uniform candidate (the hints of Heron's RandSAT, made split-consistent as
+    each loop order (:func:`perm_groups`) a uniform permutation of its values, every other knob
+    a uniform candidate (the hints of Heron's RandSAT, made split-consistent as
     :mod:`heronlike.sampler` does). Capacity limits are not checked: complete and check the
     result with :class:`Completer`.
     """
@@ -188,6 +206,15 @@ class KnobDrawer:
     def __init__(self, csp: CSP) -> None:
         self.groups = []
         grouped: set[str] = set()
+        for names in perm_groups(csp):
+            values = sorted(set(csp.candidates(names[0])))
+            if len(values) != len(names) or any(
+                sorted(set(csp.candidates(k))) != values for k in names
+            ):
+                continue  # not a plain permutation of shared values: drawn knob by knob
+            rows = np.array(list(itertools.permutations(values)), dtype=np.int64)
+            self.groups.append((names, rows))
+            grouped |= set(names)
         for names, total in split_groups(csp):
             allowed = [set(csp.candidates(k)) for k in names]
             rows = [
@@ -339,12 +366,14 @@ class ScoredPool:
         return top(batch, self.scores, self.key, k)
 
     def next_population(
-        self, children: Sequence[Assignment], elites: int, size: int
+        self, children: Sequence[Assignment], elites: int, size: int | None
     ) -> list[Assignment]:
         """End of a generation: score ``children``; the best ``size`` of them and of the
-        ``elites`` best assignments seen this round."""
+        ``elites`` best assignments seen this round (``size=None``: all of them, no cut)."""
         children = self.add(children)
         best = self.top(list(self.seen.values()), elites)
+        if size is None:
+            return unique(children + best, self.key)
         return self.top(children + best, size)
 
     def select(

@@ -12,26 +12,44 @@ topology, a graph over its values, built here from the CSP (:func:`parameters`):
 * ``discrete``: any other knob, a path graph over its candidates in increasing order
   (:func:`discrete_graph`). A ``SELECT`` position knob is one too by default: its locations go
   from outer to inner, so neighbouring positions are similar schedules; with
-  ``position_topology="choice"`` it is categorical instead (a complete graph,
-  :func:`choice_graph`).
-* ``perm``: knobs that together hold a permutation of their values (a loop order), declared with
-  the ``perm_groups`` option since no rule creates order knobs yet; an edge is a transposition
-  (:func:`perm_graph`; ``adjacent_perm=True``: adjacent swaps only).
+  ``position_topology="choice"`` it is categorical instead.
+* ``choice`` (categorical): a knob declared with ``topology="categorical"`` (an unroll depth,
+  a scope), a complete graph over its candidates (:func:`choice_graph`).
+* ``perm``: knobs that together hold a permutation of their values (a loop order): the CSP's
+  ``perm_groups`` (knobs declared with ``topology="perm:<group>"``) and those of the
+  ``perm_groups`` option; an edge is a transposition (:func:`perm_graph`;
+  ``adjacent_perm=True``: adjacent swaps only).
 
-**Mutation** is the q-random walk (:func:`q_random_walk`): from the current node, walk to a
-uniformly random neighbour, and repeat; *before every step, including the first, the walk
-continues with probability* ``q`` (NNI's ``mutate_rate``, the continue probability, 0.5 in
-every shipped experiment). The number of steps ``K`` is geometric, ``P(K = k) = (1 - q) q^k``,
-mean ``q / (1 - q)`` (:func:`walk_length_distribution`); at ``q = 0.5`` half the parameters of a
-child keep their parent's value. (The paper and NNI's docstring read q the other way round, as
-a stop probability; the code, followed here, makes it the continue probability.)
+**Mutation** is the q-random walk of the paper's Eq. 3 (:func:`q_random_walk`): from the
+current node, each step moves to a uniformly random neighbour with total probability ``q``
+(``P_uv = q / |S(u)|``) and stops with probability ``1 - q``; *before every step, including the
+first, the walk continues with probability* ``q`` (the paper's mutation rate, NNI's
+``mutate_rate``, 0.5 in every shipped experiment). The number of steps ``K`` is geometric,
+``P(K = k) = (1 - q) q^k``, mean ``q / (1 - q)`` (:func:`walk_length_distribution`); at
+``q = 0.5`` half the parameters of a child keep their parent's value.
 
-**A generation** (:meth:`OpEvoExplorer.propose`): parents are the ``parents`` (λ) fittest
-measured programs; each of ``offspring`` (ρ) children takes each parameter from a parent drawn
-with probability ∝ fitness (uniform crossover), then every parameter is mutated by a q-random
-walk. Failed trials have fitness 0. Children are served from a queue across calls, as NNI's
-steady-state tuner serves its batch: a new generation is bred only when the queue is empty. Until
-some measured fitness is > 0, proposals are RandSAT samples.
+**A generation** (the paper's Algorithm 1, :meth:`OpEvoExplorer.propose`): the ``parents``
+(λ) fittest measured programs; each of ``offspring`` (ρ) children takes each parameter from a
+parent drawn with probability ∝ fitness (Eq. 2, uniform crossover), then every parameter is
+mutated by a q-random walk. Failed trials have fitness 0. Until some measured fitness is > 0,
+proposals are RandSAT samples (Algorithm 1 step 1: random configurations). A generation is bred
+only once every child of the previous one has been measured (observed, or named in
+``exclude``): its children are served across as many ``propose`` calls as it takes, and when a
+batch asks for more than the unmeasured generation still holds, the rest of that batch is fresh
+RandSAT samples (counted in ``fills``) rather than a second generation bred from the same
+parents. ``offspring=0`` (default) makes ρ the batch size asked for, one generation per batch;
+the paper's λ = ρ = 8 is ``tune(..., batch_size=8)`` (or ``offspring=8``).
+
+**Model-free or model-guided**: the paper's OpEvo is model-free (``guided=False``, default):
+fitness is measured throughput only and :meth:`OpEvoExplorer.observe` does not fit the cost
+model. ``guided=True`` breeds ``guided_factor * ρ`` children and keeps the ρ the cost model
+(refitted on every observation) predicts best (a deviation, not in the paper).
+
+**Topologies** (Section 3; counted per q-random walk in the explorer stats ``walks_<kind>``
+and, for walks that moved, ``moved_<kind>``): ``factor``, ``perm`` (loop orders: the CSP's
+``perm_groups``, knobs declared with ``topology="perm:<group>"``, plus the ``perm_groups``
+option), ``discrete`` and ``choice`` (categorical: knobs declared with
+``topology="categorical"``, and SELECT positions with ``position_topology="choice"``).
 
 **Validity** (heronlike's CSPs have capacity limits the topologies do not know): a walked point
 is *completed* — its non-knob variables derived from the knobs, exactly what
@@ -40,9 +58,9 @@ is *completed* — its non-knob variables derived from the knobs, exactly what
 otherwise) — and checked with :meth:`CSP.violations`. The repair chosen is **walk again**: an
 infeasible point is dropped, counted in :attr:`OpEvoExplorer.invalid_walks`, and the child is
 bred again (recombination and walk), so every proposal stays on the topologies. A child already
-measured or already proposed is also bred again (counted in ``duplicates``); after
-``max_retries`` attempts the child is a fresh RandSAT sample (``fallbacks``), bounding NNI's
-unbounded dedup loop.
+measured or already proposed is also bred again (counted in ``duplicates``: the paper's "mutate
+the child again until it is not already sampled"); after ``max_retries`` attempts the child is a
+fresh RandSAT sample (``fallbacks``), bounding that loop.
 """
 
 from __future__ import annotations
@@ -50,13 +68,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from heronlike.csp import CSP, Select
 from heronlike.explore.base import Explorer, Observation, check_options
-from heronlike.explore.common import Completer, factorizations, split_groups
+from heronlike.explore.common import (
+    Completer,
+    categorical_knobs,
+    factorizations,
+    split_groups,
+)
+from heronlike.explore.common import perm_groups as own_perm_groups
 
 __all__ = [
     "OpEvoExplorer",
@@ -221,24 +246,36 @@ def parameters(
     adjacent_perm: bool = False,
     perm_values: Mapping[tuple[str, ...], Sequence[int]] | None = None,
 ) -> list[Parameter]:
-    """OpEvo's parameters of ``csp``: factor groups, perm groups, then one per other knob.
+    """OpEvo's parameters of ``csp`` (Gao et al. AAAI'21 §3): perm groups, factor groups, then
+    one per other knob (``choice`` for categorical knobs, else ``discrete``).
 
-    A perm group's values are ``perm_values[group]`` if given, else ``0 .. len(group) - 1``.
+    The perm groups are the CSP's own (``CSP.perm_groups``, knobs declared with
+    ``topology="perm:<group>"``) followed by ``perm_groups`` (those naming a knob already in a
+    group are skipped). A perm group's values are ``perm_values[group]`` if given, else its
+    first knob's candidates when each knob has the same ``len(group)`` candidates, else
+    ``0 .. len(group) - 1``.
 
     Raises:
-        ValueError: if a perm group names a variable that is not a knob, or a knob twice.
+        ValueError: if a ``perm_groups`` group names a variable that is not a knob, or a knob
+            twice.
     """
     knobs = csp.knobs
     knob_set = set(knobs)
     used: set[str] = set()
     params: list[Parameter] = []
-    for group in perm_groups:
-        group = tuple(group)
-        bad = [k for k in group if k not in knob_set or k in used]
+    own = [tuple(g) for g in own_perm_groups(csp)]
+    for group in [*own, *(tuple(g) for g in perm_groups)]:
+        bad = [k for k in group if k not in knob_set]
         if bad or len(set(group)) != len(group):
             raise ValueError(f"perm group {group} names non-knobs or repeats a knob: {bad}")
-        items = list((perm_values or {}).get(group, range(len(group))))
-        params.append(Parameter("perm", group, perm_graph(items, adjacent_perm)))
+        if set(group) & used:
+            continue
+        items = (perm_values or {}).get(group)
+        if items is None:
+            first = csp.candidates(group[0])
+            same = all(csp.candidates(k) == first for k in group)
+            items = first if same and len(first) == len(group) else range(len(group))
+        params.append(Parameter("perm", group, perm_graph(list(items), adjacent_perm)))
         used |= set(group)
     for names, total in split_groups(csp):
         if set(names) & used:
@@ -249,11 +286,12 @@ def parameters(
         params.append(Parameter("factor", names, graph))
         used |= set(names)
     positions = {c.index for c in csp.constraints if isinstance(c, Select)}
+    categorical = set(categorical_knobs(csp))
     for k in knobs:
         if k in used:
             continue
         values = csp.candidates(k)
-        if k in positions and position_topology == "choice":
+        if k in categorical or (k in positions and position_topology == "choice"):
             params.append(Parameter("choice", (k,), choice_graph(values)))
         else:
             params.append(Parameter("discrete", (k,), discrete_graph(values)))
@@ -262,19 +300,23 @@ def parameters(
 
 # -- the explorer --------------------------------------------------------------------------------
 
+KINDS = ("factor", "perm", "discrete", "choice")
+
 
 @dataclass(frozen=True)
 class OpEvoOptions:
-    """Options of :class:`OpEvoExplorer` (defaults: every experiment shipped with OpEvo).
+    """Options of :class:`OpEvoExplorer` (the paper's values: λ = ρ = 8, q = 0.5).
 
     Raises:
         ValueError: on an out-of-range option.
     """
 
     parents: int = field(default=8, metadata={"doc": "λ: fittest measured programs recombined"})
-    offspring: int = field(default=8, metadata={"doc": "ρ: children bred per generation"})
+    offspring: int = field(
+        default=0, metadata={"doc": "ρ: children per generation (0: the batch size; paper: 8)"}
+    )
     q: float = field(
-        default=0.5, metadata={"doc": "continue probability of the q-random walk (NNI: 0.5)"}
+        default=0.5, metadata={"doc": "continue probability of the q-random walk (paper: 0.5)"}
     )
     max_retries: int = field(
         default=16,
@@ -284,14 +326,25 @@ class OpEvoOptions:
         default="discrete", metadata={"doc": "SELECT position knobs: 'discrete' or 'choice'"}
     )
     perm_groups: tuple[tuple[str, ...], ...] = field(
-        default=(), metadata={"doc": "knob groups that hold a permutation (loop orders)"}
+        default=(), metadata={"doc": "knob groups holding a permutation, beside the CSP's own"}
     )
     adjacent_perm: bool = field(
         default=False, metadata={"doc": "perm steps swap adjacent positions only"}
     )
+    guided: bool = field(
+        default=False,
+        metadata={"doc": "model-guided: keep the ρ best predicted of guided_factor * ρ children"},
+    )
+    guided_factor: int = field(
+        default=8, metadata={"doc": "children bred per child kept when guided"}
+    )
 
     def __post_init__(self) -> None:
-        check_options(self, positive=("parents", "offspring", "max_retries"))
+        check_options(
+            self,
+            positive=("parents", "max_retries", "guided_factor"),
+            non_negative=("offspring",),
+        )
         if not 0.0 <= self.q < 1.0:
             raise ValueError(f"q must be in [0, 1), got {self.q}")
         if self.position_topology not in ("discrete", "choice"):
@@ -301,22 +354,33 @@ class OpEvoOptions:
 
 
 class OpEvoExplorer(Explorer):
-    """OpEvo's evolutionary search on measured fitness (see the module docstring).
-
-    ``observe`` also refits the cost model (the base class does), which OpEvo never reads.
+    """OpEvo's evolutionary search on measured fitness (Gao et al. AAAI'21 §4, Algorithm 1;
+    see the module docstring).
 
     Attributes:
         params: the :class:`Parameter` list built from the CSP.
         walks: children bred (recombination + walks); invalid_walks: of them, infeasible;
         duplicates: of them, already measured or proposed; fallbacks: children replaced by
-        RandSAT samples after ``max_retries`` attempts.
+        RandSAT samples after ``max_retries`` attempts; fills: RandSAT samples proposed because
+        the current generation was not measured yet; generations: generations bred;
+        walks_<kind> / moved_<kind>: q-random walks on parameters of that topology, and those
+        that left their start node (kind: factor, perm, discrete, choice).
     """
 
     name = "opevo"
-    counters = ("walks", "invalid_walks", "duplicates", "fallbacks")
+    counters = (
+        "walks",
+        "invalid_walks",
+        "duplicates",
+        "fallbacks",
+        "fills",
+        "generations",
+        *(f"walks_{k}" for k in KINDS),
+        *(f"moved_{k}" for k in KINDS),
+    )
     Options = OpEvoOptions
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         opt = self.options
         self.params = parameters(
@@ -328,7 +392,12 @@ class OpEvoExplorer(Explorer):
         self.complete = Completer(self.csp, self.sampler)
         self.fitness: dict[tuple[int, ...], tuple[Assignment, float]] = {}
         self._queue: list[Assignment] = []
+        self._pending: set[tuple[int, ...]] = set()
         self.walks = self.invalid_walks = self.duplicates = self.fallbacks = 0
+        self.fills = self.generations = 0
+        for kind in KINDS:
+            setattr(self, f"walks_{kind}", 0)
+            setattr(self, f"moved_{kind}", 0)
 
     @property
     def invalid_rate(self) -> float:
@@ -336,9 +405,15 @@ class OpEvoExplorer(Explorer):
         return self.invalid_walks / self.walks if self.walks else 0.0
 
     def observe(self, observations: Sequence[Observation]) -> None:
-        super().observe(observations)
+        """Record the fitness (throughput in op/s, 0 for a failed trial) of ``observations``;
+        refit the cost model only when ``guided``."""
+        if self.options.guided:
+            super().observe(observations)
+        else:
+            self.observations.extend(observations)
         for o in observations:
             k = self.sampler.key(o.assignment)
+            self._pending.discard(k)
             value = float(o.throughput) if o.throughput is not None else 0.0
             old = self.fitness.get(k)
             if old is None or value > old[1]:
@@ -349,35 +424,47 @@ class OpEvoExplorer(Explorer):
             return []
         key = self.sampler.key
         taken = set(exclude) | set(self.fitness)
+        self._pending -= taken  # measured by the loop (observed or about to be)
         out: list[Assignment] = []
-        while len(out) < n:
+        while self._queue and len(out) < n:
+            a = self._queue.pop(0)
+            if key(a) not in taken:
+                taken.add(key(a))
+                out.append(a)
+        if len(out) < n and not self._queue and not self._pending and self._parents():
+            rho = self.options.offspring or (n - len(out))
+            self._queue = self._generation(rho, taken)
             while self._queue and len(out) < n:
                 a = self._queue.pop(0)
-                if key(a) not in taken:
-                    taken.add(key(a))
-                    out.append(a)
-            if len(out) >= n:
-                break
-            batch = self._generation(taken)
-            if not batch:
-                break
-            self._queue.extend(batch)
+                taken.add(key(a))
+                out.append(a)
+        if len(out) < n:  # no fitness yet (Algorithm 1 step 1), or the generation is unmeasured
+            fresh = self.sampler.sample(n - len(out), exclude=taken)
+            if self._parents():
+                self.fills += len(fresh)
+            out += fresh
+        self._pending |= {key(a) for a in out}
         return out
 
-    def _generation(self, taken: set[tuple[int, ...]]) -> list[Assignment]:
-        """ρ new children (or RandSAT samples while no fitness is > 0), none in ``taken``."""
-        key = self.sampler.key
-        rho = self.options.offspring
+    def _parents(self) -> list[tuple[Assignment, float]]:
+        """The λ fittest measured programs with fitness > 0."""
         ranked = sorted(self.fitness.values(), key=lambda e: -e[1])[: self.options.parents]
-        ranked = [(a, f) for a, f in ranked if f > 0]
-        if not ranked:
-            return self.sampler.sample(rho, exclude=taken)
+        return [(a, f) for a, f in ranked if f > 0]
+
+    def _generation(self, rho: int, taken: set[tuple[int, ...]]) -> list[Assignment]:
+        """ρ new children of the λ parents, none in ``taken`` (model-guided: the ρ best
+        predicted of ``guided_factor * ρ``)."""
+        key = self.sampler.key
+        ranked = self._parents()
         parents = [a for a, _ in ranked]
         weights = np.array([f for _, f in ranked])
         weights = weights / weights.sum()
+        guided = self.options.guided and self.cost_model.trained
+        size = rho * self.options.guided_factor if guided else rho
+        self.generations += 1
         children: list[Assignment] = []
         local = set(taken)
-        for _ in range(rho):
+        for _ in range(size):
             child = self._breed(parents, weights, local)
             if child is None:
                 self.fallbacks += 1
@@ -386,12 +473,17 @@ class OpEvoExplorer(Explorer):
             if child is not None:
                 local.add(key(child))
                 children.append(child)
+        if guided and len(children) > rho:
+            scores = self.cost_model.predict(self.features(children))
+            order = np.argsort(-np.asarray(scores), kind="stable")[:rho]
+            children = [children[int(i)] for i in order]
         return children
 
     def _breed(
         self, parents: Sequence[Assignment], weights: np.ndarray, taken: set[tuple[int, ...]]
     ) -> Assignment | None:
-        """A new valid child by recombination + q-random walks, or None after max_retries."""
+        """A new valid child by recombination (Eq. 2) + q-random walks (Eq. 3), or None after
+        ``max_retries`` attempts."""
         for _ in range(self.options.max_retries):
             self.walks += 1
             knobs: dict[str, int] = {}
@@ -399,7 +491,11 @@ class OpEvoExplorer(Explorer):
                 parent = parents[int(self.rng.choice(len(parents), p=weights))]
                 node = p.node(parent)
                 if node in p.graph:  # always, unless a perm group holds other values
-                    node = q_random_walk(p.graph, node, self.options.q, self.rng)
+                    end = q_random_walk(p.graph, node, self.options.q, self.rng)
+                    setattr(self, f"walks_{p.kind}", getattr(self, f"walks_{p.kind}") + 1)
+                    if end != node:
+                        setattr(self, f"moved_{p.kind}", getattr(self, f"moved_{p.kind}") + 1)
+                    node = end
                 knobs.update(p.values(node))
             full = self.complete(knobs)
             if full is None:
