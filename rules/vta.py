@@ -1,4 +1,5 @@
-"""VTA rules: tile a GEMM into VTA tiles and constrain the tiles by VTA's buffers and ISA.
+"""VTA rules: tile a GEMM, a batched GEMM or a 2-D convolution into VTA tiles and constrain
+the tiles by VTA's buffers and ISA.
 
 The stage ``C[i, j] += A[i, k] * B[j, k]`` (already matched by
 :class:`~heronlike.rules.tensorize.Tensorize` onto the ``BATCH × BLOCK_OUT × BLOCK_IN`` GEMM
@@ -19,16 +20,35 @@ intrinsic, 1 × 16 × 16 by default) is tiled as
   micro-ops);
 * ``j.T, k.T`` (and BATCH = 1 rows of ``i``) are the intrinsic, tensorized.
 
-Tile sizes in elements of the buffers: input ``tile_m · tile_k``, weight ``tile_n · tile_k``,
-accumulator ``tile_m · tile_n`` (``tile_m = i.S1``, ``tile_n = j.S1``, ``tile_k = k.R1``).
-:class:`VTABufferLimits` bounds them (Heron Table 3 plus what it left out):
+**Batched GEMM** (``heronlike.ops.bmm``): the batch axis stays one outermost loop ``b`` (one
+GEMM per batch; a tile never spans batches), the rest is tiled as above.
+
+**2-D convolution** (``heronlike.ops.c2d``, N = 1, channels multiples of 16), as an implicit
+GEMM (:mod:`heronlike.dla_targets.vta.lowering`): the output rows ``h`` and columns ``w`` are
+split ``S0, S1`` (a tile is ``h.S1 × w.S1`` output pixels, ``tile_m`` their product), ``co``
+as ``j`` and ``ci`` as ``k`` above; the kernel window ``rh, rw`` stays whole inside the GEMM
+(``rw`` its ``iter_in``, ``rh`` unrolled into the micro-ops):
+
+``n  h.S0  w.S0  co.S0  co.V  ci.R0 | ci.R1  rw  rh  h.S1  w.S1  co.S1 | co.T  ci.T``
+
+Tile sizes in elements of the buffers: input ``tile_m · tile_k`` (C2D: ``tile_k`` channel
+blocks of the ``in_tile_h × in_tile_w`` input window, ``in_tile_h = (h.S1 − 1)·stride +
+(KH − 1)·dilation + 1``), weight ``tile_n · tile_k`` (C2D: ``× KH·KW``), accumulator ``tile_m ·
+tile_n``. :class:`VTABufferLimits` bounds them (Heron Table 3 plus what it left out):
 
 * input, weight, accumulator bytes × vthreads ≤ each buffer's capacity (C5);
 * micro-ops resident at once (GEMM and ALU kernels of every thread) ≤ the micro-op buffer;
 * instruction fields within their encoding widths: ``iter_out``/``iter_in`` (14 bits), the
   folded loop's index factors (accumulator and input index widths);
-* accumulator access distance: a GEMM revisits an accumulator address every
-  ``tile_m · tile_n`` micro-ops, which must be ≥ the hazard distance (3, ``VerifyDep``).
+* **accumulator hazard**, exactly as the hardware needs it (vta.md §2.2, §2.5; Heron's
+  ``2 ≤ access_cycle``): within the expanded micro-op stream of one GEMM instruction an
+  accumulator address may repeat only ≥ 3 micro-ops later. Every GEMM the lowering emits walks
+  its ``tile_m · tile_n`` distinct accumulators in the same order once per iteration of its
+  loops (``tile_k`` iterations; C2D ``tile_k · KH · KW``), so the repeat distance is ``tile_m ·
+  tile_n`` and a repeat exists only with more than one iteration: the constraint is
+  ``(iterations − 1) · (3 − tile_m · tile_n) ≤ 0``, i.e. *one iteration, or ≥ 3 accumulators*.
+  (The earlier rule demanded ≥ 3 accumulators always, which left GEMMs with fewer than 3
+  output blocks, e.g. 2 × 16 × 32, without a schedule.) Reset GEMMs write every address once.
 
 Every variable the code generator reads is aliased under a fixed ``vta.*`` name
 (``vta.tile_m``, ``vta.m_blocks`` …), so it reads the assignment without knowing the stage.
@@ -37,16 +57,16 @@ This module knows VTA only through :class:`VTALimits` (plain numbers the target 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from heronlike.csp import Eq, In, Le, Prod, Select, Sum
 from heronlike.errors import UnsupportedComputeError, UnsupportedShapeError
 from heronlike.intrinsic import structural_match
-from heronlike.template import Choice, Sym
+from heronlike.template import Choice, PackedLayout, Sym
 
 from .base import ConstraintRule, Rule, RuleContext
 
-#: names of the aliased variables the code generator reads
+#: names of the aliased variables the code generator reads (all computes)
 PARAMS = (
     "m_blocks",
     "n_blocks",
@@ -57,7 +77,27 @@ PARAMS = (
     "vthreads",
     "order",
     "fold",
+    "kind",
+    "batch",
 )
+#: the extra ones of a 2-D convolution
+CONV_PARAMS = (
+    "in_h",
+    "in_w",
+    "out_h",
+    "out_w",
+    "kernel_h",
+    "kernel_w",
+    "stride",
+    "pad",
+    "dilation",
+    "tile_h",
+    "tile_w",
+)
+#: ``vta.kind`` values (as :mod:`heronlike.dla_targets.vta.lowering`)
+KIND_GEMM, KIND_BMM, KIND_C2D = 0, 1, 2
+#: largest zero padding one VTA LOAD adds per side (4-bit pad fields, vta.md §2.3)
+MAX_PAD = 15
 
 
 @dataclass(frozen=True)
@@ -95,32 +135,129 @@ class VTALimits:
     max_vthreads: int = 2
 
 
-def _gemm_axes(ctx: RuleContext, stage: str) -> tuple[str, str, str]:
-    """The (m, n, k) axes of a plain 2-D GEMM stage.
+@dataclass
+class _Shape:
+    """What the VTA rules need to know about the matched stage."""
+
+    kind: int
+    m: str  # axis names (conv: the batch axis n of extent 1)
+    n: str
+    k: str
+    batch_axis: str | None = None
+    batch: int = 1
+    conv: dict[str, int] = field(default_factory=dict)
+    h: str = ""  # conv output row / column axes and kernel window axes
+    w: str = ""
+    rh: str = ""
+    rw: str = ""
+
+
+def _conv_geometry(ctx: RuleContext, stage: str, a_access: object) -> tuple[dict[str, int], ...]:
+    """Stride, dilation, padding and axes of a convolution stage from its input access."""
+    st = ctx.states[stage].stage
+    idx = [ix for ix in a_access.index if ix is not None and len(ix.terms) > 1]  # type: ignore[attr-defined]
+    kinds = {ax.name: ax.kind for ax in st.axes}
+    ext = {ax.name: int(ax.extent) for ax in st.axes}
+    dims = []
+    for ix in idx:
+        sp = [(a, c) for a, c in ix.terms if kinds.get(a) == "S"]
+        rd = [(a, c) for a, c in ix.terms if kinds.get(a) == "R"]
+        if len(sp) != 1 or len(rd) != 1 or ix.const != 0:
+            raise UnsupportedComputeError(
+                f"the VTA target runs 2-D convolutions with input index h·stride + r·dilation; "
+                f"stage {stage} reads its input at {ix}"
+            )
+        dims.append((sp[0], rd[0]))
+    return tuple({"axis": a, "coeff": c, "extent": ext[a]} for pair in dims for a, c in pair)
+
+
+def _analyse(ctx: RuleContext, stage: str, lim: VTALimits) -> _Shape:
+    """Classify the matched stage: GEMM, batched GEMM or NHWC 2-D convolution.
 
     Raises:
-        UnsupportedComputeError: a batch axis, several axes of one role, or other stages.
+        UnsupportedComputeError: other stages (an epilogue), more than one batch axis, a
+            convolution of other than 2 spatial dimensions or with non-affine input indices.
+        UnsupportedShapeError: a convolution with batch ≠ 1, or padding a VTA LOAD cannot add
+            (more than 15, or wider than the kernel window so a tile would read only padding).
     """
     st = ctx.states[stage]
     found = structural_match(st.stage)
     if found is None:  # pragma: no cover - the stage matched an intrinsic
         raise UnsupportedComputeError(f"stage {stage} is not a multiply-accumulate")
-    _, _, roles = found
-    if roles["batch"] or len(roles["m"]) != 1 or len(roles["n"]) != 1 or len(roles["k"]) != 1:
+    a_acc, _, roles = found
+    others = [s for s in ctx.dag.stages if s.name != stage]
+    producers = {s.name for s in others if s.write.buffer == a_acc.buffer and s.is_injective}
+    extra = [s.name for s in others if s.name not in producers]
+    if extra or len(producers) > 1:
         raise UnsupportedComputeError(
-            f"the VTA target runs a 2-D GEMM C[m, n] += A[m, k] * B[n, k] (one m, n and k axis, "
-            f"no batch); stage {stage} has axes {dict(roles)}"
+            "the VTA target runs a GEMM, batched GEMM or 2-D convolution alone (no epilogue "
+            "stage yet); the compute has " + ", ".join(s.name for s in ctx.dag.stages)
         )
-    if len(ctx.dag.stages) != 1:
+    if len(roles["n"]) != 1 or len(roles["k"]) != 1 or len(roles["m"]) != 1:
         raise UnsupportedComputeError(
-            "the VTA target runs a GEMM alone (no producer or epilogue stage yet); the compute has "
-            + ", ".join(s.name for s in ctx.dag.stages)
+            f"the VTA target runs C[m, n] += A[m, k] * B[n, k] with one m, n and k axis "
+            f"(plus a batch or conv window); stage {stage} has axes {dict(roles)}"
         )
-    return roles["m"][0], roles["n"][0], roles["k"][0]
+    ext = {ax.name: int(ax.extent) for ax in st.stage.axes}
+    m, n, k = roles["m"][0], roles["n"][0], roles["k"][0]
+    compound = [ax.name for ax in st.stage.axes if ax.name not in (m, n, k, *roles["batch"])]
+    if not compound:
+        if len(roles["batch"]) > 1:
+            raise UnsupportedComputeError(f"stage {stage}: one batch axis at most, not {roles}")
+        if roles["batch"]:
+            b = roles["batch"][0]
+            return _Shape(KIND_BMM, m, n, k, batch_axis=b, batch=ext[b])
+        return _Shape(KIND_GEMM, m, n, k)
+    geo = _conv_geometry(ctx, stage, a_acc)
+    if roles["batch"] or len(geo) != 4 or len(compound) != 4:
+        raise UnsupportedComputeError(
+            f"the VTA target runs 2-D convolutions (two output and two kernel-window axes); "
+            f"stage {stage} has axes {dict(roles)} and {compound}"
+        )
+    (h, rh), (w, rw) = (geo[0], geo[1]), (geo[2], geo[3])
+    if h["coeff"] != w["coeff"] or rh["coeff"] != rw["coeff"]:
+        raise UnsupportedComputeError(f"stage {stage}: unequal strides or dilations")
+    # input (unpadded) extents: the producer Xp pads the parameter X by `pad` on each side
+    a_shape = a_acc.shape
+    x_shape = a_shape
+    if producers:
+        (prod,) = [s for s in others if s.name in producers]
+        x_shape = prod.reads[0].shape if prod.reads else a_shape
+    hdim = next(d for d, ix in enumerate(a_acc.index) if ix is not None and h["axis"] in ix.axes)
+    wdim = next(d for d, ix in enumerate(a_acc.index) if ix is not None and w["axis"] in ix.axes)
+    pad = (a_shape[hdim] - x_shape[hdim]) // 2
+    if (a_shape[wdim] - x_shape[wdim]) // 2 != pad:
+        raise UnsupportedComputeError(f"stage {stage}: unequal padding of rows and columns")
+    conv = {
+        "in_h": int(x_shape[hdim]),
+        "in_w": int(x_shape[wdim]),
+        "out_h": h["extent"],
+        "out_w": w["extent"],
+        "kernel_h": rh["extent"],
+        "kernel_w": rw["extent"],
+        "stride": h["coeff"],
+        "pad": pad,
+        "dilation": rh["coeff"],
+    }
+    if ext[m] != 1:
+        raise UnsupportedShapeError(
+            f"the VTA target runs convolutions of batch 1 (BATCH = 1, one image per program); "
+            f"stage {stage} has batch {ext[m]}"
+        )
+    window = min(conv["kernel_h"] - 1, conv["kernel_w"] - 1) * conv["dilation"]
+    if pad > min(MAX_PAD, window):
+        raise UnsupportedShapeError(
+            f"padding {pad}: a VTA LOAD pads at most {MAX_PAD} per side, and this lowering "
+            f"needs padding ≤ (kernel − 1)·dilation = {window} (no tile of pure padding)"
+        )
+    return _Shape(
+        KIND_C2D, m, n, k, conv=conv, h=h["axis"], w=w["axis"], rh=rh["axis"], rw=rw["axis"]
+    )
 
 
 class VTAGemmTiling(Rule):
-    """Tile a tensorizable GEMM into VTA tiles (see the module docstring).
+    """Tile a tensorizable GEMM, batched GEMM or 2-D convolution into VTA tiles (see the
+    module docstring).
 
     Condition: the stage was matched by ``Tensorize`` and is not tiled yet.
     """
@@ -136,55 +273,96 @@ class VTAGemmTiling(Rule):
 
     def apply(self, ctx: RuleContext, stage: str) -> None:
         lim = self.limits
-        m_ax, n_ax, k_ax = _gemm_axes(ctx, stage)
+        shape = _analyse(ctx, stage, lim)
         st = ctx.states[stage]
         ext = {ax.name: int(ax.extent) for ax in st.stage.axes}
-        mb, nb, kb = ext[m_ax], ext[n_ax] // lim.block_out, ext[k_ax] // lim.block_in
-        if max(mb, nb, kb) >= 1 << lim.stride_bits:
+        nb, kb = ext[shape.n] // lim.block_out, ext[shape.k] // lim.block_in
+        conv = shape.kind == KIND_C2D
+        mb = shape.conv["out_h"] * shape.conv["out_w"] if conv else ext[shape.m]
+        if max(mb, nb, kb, *shape.conv.values()) >= 1 << lim.stride_bits:
             raise UnsupportedShapeError(
                 f"VTA DMA strides hold {lim.stride_bits} bits: {mb} × {nb} × {kb} blocks is too "
                 "large for one program"
             )
         loops = {lp.axis: lp for lp in ctx.loops(stage)}
-        i_s0, i_s1 = ctx.split(stage, loops[m_ax], ("S0", "S1"), {})
-        j_s0, j_v, j_s1, j_t = ctx.split(
-            stage, loops[n_ax], ("S0", "V", "S1", "T"), {"T": lim.block_out}
-        )
-        k_r0, k_r1, k_t = ctx.split(stage, loops[k_ax], ("R0", "R1", "T"), {"T": lim.block_in})
         csp = ctx.csp
+        j_s0, j_v, j_s1, j_t = ctx.split(
+            stage, loops[shape.n], ("S0", "V", "S1", "T"), {"T": lim.block_out}
+        )
+        k_r0, k_r1, k_t = ctx.split(stage, loops[shape.k], ("R0", "R1", "T"), {"T": lim.block_in})
         csp.add(In(str(j_v.extent), tuple(range(1, lim.max_vthreads + 1))))
         order = csp.var(
             f"{stage}.order", 0, 1, knob=True, doc="output-tile order: 0 rows outer, 1 cols outer"
         )
-        fold = csp.var(
-            f"{stage}.fold", 0, 1, knob=True, doc="GEMM rows as iter_in (1) or as micro-ops (0)"
+        if conv:
+            # the kernel W (CO, KH, KW, CI) as VTA's (CO/16, KH, KW, CI/16, 16, 16) tiles, so the
+            # tensorized region is one 16 × 16 block (the host packs weights once, as VTA did)
+            b_acc = st.match.b
+            tiles = tuple(
+                lim.block_out if ax == shape.n else lim.block_in if ax == shape.k else 1
+                for ax in b_acc.axes
+            )
+            layout = PackedLayout(tiles, (b_acc.axes.index(shape.n), b_acc.axes.index(shape.k)))
+            ctx.step("transform_layout", ctx.block(stage), b_acc.buffer, layout)
+            if b_acc.buffer in {p.name for p in ctx.dag.params}:
+                ctx.packed[b_acc.buffer] = layout
+            h_s0, h_s1 = ctx.split(stage, loops[shape.h], ("S0", "S1"), {})
+            w_s0, w_s1 = ctx.split(stage, loops[shape.w], ("S0", "S1"), {})
+            outer_m: tuple = (h_s0, w_s0)
+            inner = (k_r1, loops[shape.rw], loops[shape.rh], h_s1, w_s1, j_s1, j_t, k_t)
+            head = (loops[shape.m],)
+            tile_m = csp.var(f"{stage}.tile_pixels", 1, mb, doc="output pixels of a tile")
+            csp.add(Prod(tile_m, (h_s1.extent, w_s1.extent)))
+            fold: str | int = csp.var("vta.fold", 0, 0, doc="no GEMM folding choice for conv")
+        else:
+            i_s0, i_s1 = ctx.split(stage, loops[shape.m], ("S0", "S1"), {})
+            outer_m = (i_s0,)
+            inner = (k_r1, i_s1, j_s1, j_t, k_t)
+            head = (loops[shape.batch_axis],) if shape.batch_axis else ()
+            tile_m = i_s1.extent
+            fold = csp.var(
+                f"{stage}.fold", 0, 1, knob=True, doc="GEMM rows as iter_in (1) or micro-ops (0)"
+            )
+        orders = (
+            (*head, *outer_m, j_s0, j_v, k_r0, *inner),
+            (*head, j_s0, *outer_m, j_v, k_r0, *inner),
         )
-        inner = (k_r1, i_s1, j_s1, j_t, k_t)
-        orders = ((i_s0, j_s0, j_v, k_r0, *inner), (j_s0, i_s0, j_v, k_r0, *inner))
         ctx.step("reorder", Choice(order, tuple(tuple(Sym(lp.sym) for lp in o) for o in orders)))
         st.loops = list(orders[0])
         ctx.step("annotate", Sym(j_v.sym), "vta.virtual_thread", 1)
         # aliases the code generator reads (knobs stay the split parts)
-        alias = {
-            "tile_m": i_s1.extent,
-            "tile_n": j_s1.extent,
-            "tile_k": k_r1.extent,
-            "vthreads": j_v.extent,
+        alias: dict[str, str] = {
+            "tile_m": str(tile_m),
+            "tile_n": str(j_s1.extent),
+            "tile_k": str(k_r1.extent),
+            "vthreads": str(j_v.extent),
             "order": order,
-            "fold": fold,
         }
+        if conv:
+            alias["tile_h"], alias["tile_w"] = str(h_s1.extent), str(w_s1.extent)
+        if fold != "vta.fold":
+            alias["fold"] = str(fold)
         for name, var in alias.items():
-            hi = csp.vars[str(var)].hi
+            hi = csp.vars[var].hi
             csp.var(f"vta.{name}", 0 if name in ("order", "fold") else 1, hi, doc=f"= {var}")
             csp.add(Eq(f"vta.{name}", var))
-        for name, value in (("m_blocks", mb), ("n_blocks", nb), ("k_blocks", kb)):
-            csp.var(f"vta.{name}", value, value, doc="GEMM extent in intrinsic blocks")
-        st.extra["vta"] = {name: f"vta.{name}" for name in PARAMS}
+        consts = {
+            "m_blocks": mb,
+            "n_blocks": nb,
+            "k_blocks": kb,
+            "kind": shape.kind,
+            "batch": shape.batch,
+            **shape.conv,
+        }
+        for name, value in consts.items():
+            csp.var(f"vta.{name}", value, value, doc="compute constant")
+        names = PARAMS + (CONV_PARAMS if conv else ())
+        st.extra["vta"] = {name: f"vta.{name}" for name in names}
 
 
 class VTABufferLimits(ConstraintRule):
     """C5 and C6 for VTA: buffer capacities (× virtual threads), micro-op buffer, instruction
-    field widths and the accumulator hazard distance (see the module docstring)."""
+    field widths and the accumulator hazard (see the module docstring)."""
 
     name = "VTA.BufferLimits"
 
@@ -202,6 +380,7 @@ class VTABufferLimits(ConstraintRule):
             "vta.vthreads",
             "vta.fold",
         )
+        conv = csp.vars["vta.kind"].lo == KIND_C2D
         hi = {v: csp.vars[v].hi for v in (tm, tn, tk, vt)}
 
         def prod(name: str, factors: tuple[str | int, ...], doc: str) -> str:
@@ -212,20 +391,59 @@ class VTABufferLimits(ConstraintRule):
             csp.add(Prod(name, factors))
             return name
 
+        if conv:
+            c = {k: csp.vars[f"vta.{k}"].lo for k in CONV_PARAMS if not k.startswith("tile")}
+            taps = c["kernel_h"] * c["kernel_w"]
+            window: list[str] = []
+            for axis, kext in (("h", c["kernel_h"]), ("w", c["kernel_w"])):
+                name = f"vta.in_tile_{axis}"
+                # (tile − 1)·stride + (K − 1)·dilation + 1
+                const = (kext - 1) * c["dilation"] + 1 - c["stride"]
+                top = csp.vars[f"vta.tile_{axis}"].hi * c["stride"] + const
+                csp.var(name, 1, max(top, 1), doc="input rows/cols a tile reads")
+                csp.add(Sum(name, (f"vta.tile_{axis}", 1), (c["stride"], const)))
+                window.append(name)
+            in_win = prod("vta.in_window", tuple(window), "input window elements per channel")
+            # src_factor_out = in_window (input index width)
+            csp.add(Le(in_win, (1 << lim.inp_index_bits) - 1))
+            inp_factors: tuple[str | int, ...] = (vt, tk, in_win, lim.inp_elem_bytes)
+            wgt_factors: tuple[str | int, ...] = (vt, tn, tk, taps, lim.wgt_elem_bytes)
+            csp.add(Le(taps, (1 << lim.wgt_index_bits) - 1))  # wgt_factor_out = KH·KW
+            iterations = taps  # the GEMM loops run tile_k · KH · KW iterations
+        else:
+            inp_factors = (vt, tm, tk, lim.inp_elem_bytes)
+            wgt_factors = (vt, tn, tk, lim.wgt_elem_bytes)
+            iterations = 1
         for name, factors, cap in (
-            ("vta.inp_bytes", (vt, tm, tk, lim.inp_elem_bytes), lim.inp_bytes),
-            ("vta.wgt_bytes", (vt, tn, tk, lim.wgt_elem_bytes), lim.wgt_bytes),
+            ("vta.inp_bytes", inp_factors, lim.inp_bytes),
+            ("vta.wgt_bytes", wgt_factors, lim.wgt_bytes),
             ("vta.acc_bytes", (vt, tm, tn, lim.acc_elem_bytes), lim.acc_bytes),
         ):
             csp.add(Le(prod(name, factors, "bytes live in the buffer, all threads"), cap))
-        # accumulator access distance of the GEMM micro-op stream (folded or not)
         out_tile = prod("vta.acc_tile", (tm, tn), "accumulator elements of one thread's tile")
-        csp.add(Le(lim.hazard_distance, out_tile))
+        # accumulator hazard (module docstring): (iterations − 1)·(distance − acc_tile) ≤ 0
+        k_hi = hi[tk] * iterations
+        csp.var("vta.gemm_repeats", 0, k_hi - 1, doc="GEMM loop iterations − 1")
+        csp.add(Sum("vta.gemm_repeats", (tk, 1), (iterations, -1)))
+        short_lo = lim.hazard_distance - hi[tm] * hi[tn]
+        csp.var("vta.hazard_short", short_lo, lim.hazard_distance - 1, doc="distance − acc_tile")
+        csp.add(Sum("vta.hazard_short", (lim.hazard_distance, out_tile), (1, -1)))
+        lo_h = min(0, (k_hi - 1) * short_lo)
+        csp.var("vta.hazard", lo_h, (k_hi - 1) * (lim.hazard_distance - 1), doc="≤ 0: no hazard")
+        csp.add(Prod("vta.hazard", ("vta.gemm_repeats", "vta.hazard_short")))
+        csp.add(Le("vta.hazard", 0))
         # micro-ops resident at once: per thread one GEMM kernel (tile_m·tile_n micro-ops, or
-        # tile_n folded) and one ALU kernel (tile_m·tile_n)
-        gemm_uops = csp.var("vta.gemm_uops", 1, hi[tm] * hi[tn], doc="GEMM kernel micro-ops")
-        csp.add(Select(gemm_uops, fold, (out_tile, tn)))
-        per_thread = csp.var("vta.thread_uops", 1, 2 * hi[tm] * hi[tn], doc="micro-ops/thread")
+        # tile_n folded; C2D KH·tile_m·tile_n) and one ALU kernel (tile_m·tile_n)
+        gemm_uops = csp.var(
+            "vta.gemm_uops", 1, hi[tm] * hi[tn] * max(1, iterations), doc="GEMM kernel micro-ops"
+        )
+        if conv:
+            csp.add(Prod(gemm_uops, (c["kernel_h"], out_tile)))
+        else:
+            csp.add(Select(gemm_uops, fold, (out_tile, tn)))
+        per_thread = csp.var(
+            "vta.thread_uops", 1, csp.vars[gemm_uops].hi + hi[tm] * hi[tn], doc="micro-ops/thread"
+        )
         csp.add(Sum(per_thread, (gemm_uops, out_tile)))
         csp.add(Le(prod("vta.uops", (vt, per_thread), "micro-ops resident"), lim.uop_depth))
         # instruction fields: GEMM iter_out = tile_k, iter_in = tile_m when folded, and the

@@ -74,8 +74,117 @@ def test_bad_inputs_raise_typed_errors():
         generate_space(_gemm(64, 40, 64), "vta")
     with pytest.raises(UnsupportedShapeError):
         generate_space(_gemm(64, 64, 24), "vta")
-    with pytest.raises(UnsupportedComputeError):
-        generate_space(ops.bmm(2, 64, 64, 64, S8), "vta")
+    with pytest.raises(UnsupportedShapeError):  # convolutions run one image per program
+        generate_space(ops.c2d(2, 8, 8, 16, 16, 3, 3, 1, 1, dtype=S8), "vta")
+    with pytest.raises(UnsupportedShapeError):  # padding wider than the kernel window
+        generate_space(ops.c2d(1, 8, 8, 16, 16, 1, 1, 1, 1, dtype=S8), "vta")
+    with pytest.raises(UnsupportedShapeError):  # channels not multiples of 16
+        generate_space(ops.c2d(1, 8, 8, 16, 24, 3, 3, 1, 1, dtype=S8), "vta")
+    with pytest.raises(UnsupportedComputeError):  # 1-D convolutions are not VTA programs yet
+        generate_space(ops.c1d(1, 16, 16, 16, 3, dtype=S8), "vta")
+
+
+SMALL_COMPUTES = [
+    ("gemm", (2, 16, 32)),  # 2 output blocks: valid only with one k iteration per GEMM
+    ("gemm", (16, 16, 16)),
+    ("gemm", (32, 32, 32)),
+    ("gemm", (1, 32, 64)),
+    ("bmm", (3, 8, 32, 48)),
+    ("c2d", (1, 8, 8, 16, 32, 3, 3, 1, 1, 1)),
+    ("c2d", (1, 9, 7, 32, 16, 3, 3, 2, 1, 1)),
+    ("c2d", (1, 8, 8, 32, 32, 1, 1, 2, 0, 1)),
+    ("c2d", (1, 10, 10, 16, 16, 3, 3, 1, 2, 2)),
+    ("c2d", (1, 2, 2, 16, 16, 1, 1, 1, 0, 1)),  # 4 pixels, 1 block: hazard-bound
+]
+
+
+@pytest.mark.parametrize(("op", "shape"), SMALL_COMPUTES)
+def test_every_sampled_program_passes_the_simulator(op, shape):
+    """The hazard rule is exact: small computes have schedules, and no sampled program fails
+    any simulator check (hazard, bounds, fields, tokens)."""
+    from heronlike.dla_targets.vta.hazards import ACC_WAW_MIN_DISTANCE
+
+    space = generate_space(ops.OPERATORS[op][0](*shape, dtype=S8), "vta")
+    samples = RandSAT(space.csp, seed=2).sample(40)
+    assert samples
+    short = 0
+    for a in samples:
+        assert space.csp.violations(a) == []
+        p = GemmParams.from_assignment(a)
+        time_program(gemm_int32_program(p))  # raises on any simulator check
+        short += p.tile_m * p.tile_n < ACC_WAW_MIN_DISTANCE
+    if shape == (2, 16, 32):  # only tiles below the hazard distance exist: they are allowed
+        assert short == len(samples)
+        assert all(GemmParams.from_assignment(a).tile_k == 1 for a in samples)
+
+
+def test_hazard_constraint_is_exact():
+    """Every point the hazard constraint rejects does fail the simulator's hazard check, and
+    every point it keeps passes (a 2 × 16 × 64 GEMM, all tilings enumerated)."""
+    from heronlike.errors import VTAHazardError
+
+    space = generate_space(_gemm(2, 16, 64), "vta")
+    ok = {
+        (a["vta.tile_m"], a["vta.tile_k"], a["vta.fold"])
+        for a in RandSAT(space.csp, seed=0).sample(200)
+    }
+    for tm in (1, 2):
+        for tk in (1, 2, 4):
+            for fold in (0, 1):
+                p = GemmParams(2, 1, 4, tile_m=tm, tile_n=1, tile_k=tk, fold=fold)
+                try:
+                    time_program(gemm_int32_program(p))
+                    hazard = False
+                except VTAHazardError:
+                    hazard = True
+                assert hazard == (tk > 1), p  # fewer than 3 accumulators: only one k iteration
+                if not hazard:
+                    assert (tm, tk, fold) in ok
+
+
+def _exact(op: str, shape: tuple[int, ...], a: dict, seed: int = 0) -> None:
+    from heronlike.reference import random_inputs, reference_outputs
+
+    space = generate_space(ops.OPERATORS[op][0](*shape, dtype=S8), "vta")
+    arrays = random_inputs(space.dag, np.random.default_rng(seed))
+    (ref,) = reference_outputs(space.dag, arrays).values()
+    program = gemm_int32_program(GemmParams.from_assignment(a))
+    got = unpack_int32_output(simulate(program, pack_inputs(arrays[0], arrays[1])).outputs["C"])
+    np.testing.assert_array_equal(got, ref)
+    # the weight layout the rules pre-pack (C2D) is accepted as well
+    packed = space.prepare_args(arrays)
+    got2 = unpack_int32_output(simulate(program, pack_inputs(packed[0], packed[1])).outputs["C"])
+    np.testing.assert_array_equal(got2, ref)
+
+
+@pytest.mark.parametrize(("op", "shape"), SMALL_COMPUTES[4:])
+def test_bmm_and_conv_bit_exact(op, shape):
+    """BMM and C2D (padded, strided, dilated) programs equal numpy's exact int32 result, for
+    both virtual-thread settings and both tile orders."""
+    space = generate_space(ops.OPERATORS[op][0](*shape, dtype=S8), "vta")
+    picked: dict[tuple[int, int], dict] = {}
+    for a in RandSAT(space.csp, seed=5).sample(40):
+        picked.setdefault((a["vta.vthreads"], a["vta.order"]), a)
+    assert len({k[1] for k in picked}) == 2
+    for a in picked.values():
+        _exact(op, shape, a)
+
+
+def test_conv_tir_oracle_equals_simulator():
+    """The scheduled TIR of a C2D candidate (pre-packed weights) and its VTA program agree."""
+    import tvm
+
+    from heronlike.reference import random_inputs, reference_outputs
+
+    space = generate_space(ops.c2d(1, 6, 6, 16, 32, 3, 3, 2, 1, dtype=S8), "vta")
+    arrays = random_inputs(space.dag, np.random.default_rng(1))
+    (ref,) = reference_outputs(space.dag, arrays).values()
+    a = RandSAT(space.csp, seed=4).sample(1)[0]
+    ex = tvm.compile(space.apply(a).mod, target=tvm.target.Target({"kind": "llvm"}))
+    args = [tvm.runtime.tensor(v, tvm.cpu()) for v in space.prepare_args(arrays)]
+    ex["main"](*args)
+    np.testing.assert_array_equal(args[-1].numpy(), ref)
+    _exact("c2d", (1, 6, 6, 16, 32, 3, 3, 2, 1, 1), a)
 
 
 @pytest.mark.parametrize("shape", [(64, 64, 64), (128, 256, 512)])
@@ -184,3 +293,52 @@ def test_tune_end_to_end(tmp_path):
     report = time_program(program)
     assert result.latency_s == pytest.approx(report.cycles / 100e6)
     assert result.throughput == pytest.approx(2 * 64**3 / result.latency_s)
+
+
+@pytest.mark.parametrize(
+    ("op", "shape"), [("bmm", (2, 16, 32, 32)), ("c2d", (1, 6, 6, 16, 16, 3, 3, 1, 1, 1))]
+)
+def test_tune_bmm_and_conv_end_to_end(tmp_path, op, shape):
+    result = heronlike.tune(
+        ops.OPERATORS[op][0](*shape, dtype=S8),
+        "vta",
+        trials=4,
+        batch_size=4,
+        seed=0,
+        records=str(tmp_path / "records.sqlite"),
+    )
+    assert result.correct is True
+    report = time_program(gemm_int32_program(GemmParams.from_assignment(result.assignment)))
+    assert result.latency_s == pytest.approx(report.cycles / 100e6)
+
+
+def test_autotvm_baseline_space():
+    """The AutoTVM-style space: its size, exhaustive optimum ≤ any random search's, invalid
+    points reported, and the pruning bound below every simulated point."""
+    from heronlike.dla_targets.vta import TimingParams
+    from heronlike.dla_targets.vta.baseline import (
+        INVALID,
+        autotvm_space,
+        compute_params,
+        cycle_lower_bound,
+        evaluate,
+        exhaustive,
+        random_search,
+        space_size,
+    )
+
+    for compute in (_gemm(64, 64, 128), ops.c2d(1, 4, 4, 32, 32, 3, 3, 1, 1, dtype=S8)):
+        g = compute_params(compute)
+        points = list(autotvm_space(g))
+        assert len(points) == space_size(g)
+        ex = exhaustive(g)
+        assert ex.best is not None and ex.trials == len(points)
+        rnd = random_search(g, 8, seed=1)
+        assert rnd.trials == 8 and rnd.cycles >= ex.cycles
+        cfg, t = VTAConfig(), TimingParams()
+        costs = [evaluate(p) for p in points]
+        assert min(c.cycles for c in costs) == ex.cycles
+        for c in costs:
+            if c.cycles != INVALID:
+                assert cycle_lower_bound(c.params, cfg, t) <= c.cycles
+    assert any(c.cycles == INVALID for c in costs)  # e.g. a 4 × 4-pixel tile × 32 channels

@@ -1,4 +1,5 @@
-"""Lowering a VTA GEMM candidate to a VTA program, and the build function the builder runs.
+"""Lowering a VTA candidate (GEMM, batched GEMM or 2-D convolution) to a VTA program, and the
+build function the builder runs.
 
 **Generated from the template's parameters, not lowered from the scheduled TIR.** The VTA
 rules (:mod:`heronlike.rules.vta`) fix the loop structure of every candidate; the CSP
@@ -11,10 +12,30 @@ could only recover the same parameters. The scheduled TIR (``Space.apply(assignm
 stays a plain CPU program with the same tiling, the 1 × 16 × 16 intrinsic tensorized with a
 loop implementation, and it is the second numerical oracle (``tests/test_vta_target.py``).
 
-The program (:func:`gemm_int32_program`) follows the schedule's loop nest:
+**Three computes, one program skeleton** (:func:`gemm_int32_program`, ``GemmParams.kind``):
 
-* output tiles in the order ``order`` picks, grouped by ``vthreads``: the tiles of one group
-  use alternate halves of the input, weight and accumulator buffers;
+* ``KIND_GEMM``: ``C (M, N) int32 = X (M, K) int8 @ W (N, K).T``;
+* ``KIND_BMM``: ``C (B, M, N) = X (B, M, K) @ W (B, N, K).T`` per batch (``heronlike.ops.bmm``):
+  the GEMM program once per batch, batch outermost (an operand tile never crosses batches);
+* ``KIND_C2D``: ``heronlike.ops.c2d`` with N = 1, any stride, dilation and zero padding, as an
+  **implicit GEMM**: M = output pixels (HO·WO), N = CO, K = CI·KH·KW. Chosen over an explicit
+  im2col because VTA's 2-D DMA loads an input window of one channel block directly (rows of
+  the feature map ``x_stride`` = W apart) and pads it on the fly, so the padded copy ``Xp`` of
+  the TIR (and a KH·KW-fold im2col blow-up of DMA traffic) never exists; this is also how
+  TVM's ``conv2d_packed`` template ran on VTA (vta.md §2.4, §3). Layouts are VTA's packed
+  NCHW16c family: data ``(CI/16, H, W, 1, 16)``, kernel ``(CO/16, CI/16, KH, KW, 16, 16)``
+  (vta.md §2.4), output pixel-major ``(4, 1, HO, WO, CO/16, 1, 16)`` (byte planes, below).
+  An output tile is ``tile_h × tile_w`` output pixels × ``tile_n`` channel blocks; per channel
+  block of the k tile one padded 2-D LOAD brings the ``((tile_h−1)·s + (KH−1)·d + 1) ×
+  ((tile_w−1)·s + (KW−1)·d + 1)`` input window (padding ≤ 15 per side: the LOAD's 4-bit pad
+  fields, vta.md §2.3). One GEMM instruction per k tile: micro-ops unrolled over
+  ``(kh, oh, ow, co)``, ``iter_out`` over the tile's channel blocks, ``iter_in`` over ``kw``
+  (both affine, vta.md §2.5 folding). Padding larger than ``(K−1)·d`` (a window of pure
+  padding) is refused by the rules.
+
+Program (all computes): output tiles in the order ``order`` picks, grouped by ``vthreads``: the
+tiles of one group use alternate halves of the input, weight and accumulator buffers;
+
 * per group: a reset GEMM per thread, then per ``k`` tile the DMA loads of every thread (they
   wait for the GEMM that last read that half), then every thread's GEMM (it waits for its
   loads); when ``K`` fits one tile and the previous group used the same input rows (or weight
@@ -28,16 +49,17 @@ Tokens are placed as TVM's coprocessor-sync pass did (load→compute after the l
 compute→load after the GEMM that frees a half, compute→store before each store, store→compute
 after it), so every pop has its push and the queues are empty at FINISH.
 
-Data layout: the logical ``X (M, K)`` and ``W (N, K)`` int8 arrays are packed into VTA's tiled
-DRAM layouts by the host (:func:`~.examples.pack_gemm_operands`), as VTA's runtime did, outside
-the measured program; see :mod:`.runner`.
+Data layout: the logical int8 operands are packed into VTA's tiled DRAM layouts by the host
+(:func:`pack_inputs`), as VTA's runtime did, outside the measured program; the result is
+unpacked to the logical int32 shape by :func:`unpack_int32_output` (both infer the compute from
+the array ranks, so :mod:`.runner` needs nothing else).
 """
 
 from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -54,12 +76,38 @@ from .program import Program
 PLANES = 4
 #: format tag of the artifact the build function writes
 ARTIFACT_FORMAT = "heronlike-vta-program/1"
+#: ``GemmParams.kind`` values (the ``vta.kind`` CSP constant)
+KIND_GEMM, KIND_BMM, KIND_C2D = 0, 1, 2
+#: the fields every assignment names; the others default (GEMM)
+_REQUIRED = (
+    "m_blocks",
+    "n_blocks",
+    "k_blocks",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "vthreads",
+    "order",
+    "fold",
+)
 
 
 @dataclass(frozen=True)
 class GemmParams:
-    """A VTA GEMM candidate: extents in intrinsic blocks and the schedule's parameters
-    (the ``vta.*`` variables of :mod:`heronlike.rules.vta`)."""
+    """A VTA candidate: extents in intrinsic blocks and the schedule's parameters (the
+    ``vta.*`` variables of :mod:`heronlike.rules.vta`).
+
+    Attributes:
+        m_blocks, n_blocks, k_blocks: GEMM extents in BATCH rows, BLOCK_OUT and BLOCK_IN
+            blocks (per batch for BMM; for C2D: HO·WO output pixels, CO/16, CI/16).
+        tile_m, tile_n, tile_k: output rows (C2D: ``tile_h·tile_w`` pixels), output-channel
+            blocks and reduction blocks of one tile.
+        vthreads: virtual threads (1 or 2); order: 0 rows (pixels) outer, 1 columns outer;
+            fold: GEMM rows as ``iter_in`` (GEMM/BMM only).
+        kind: :data:`KIND_GEMM`, :data:`KIND_BMM` or :data:`KIND_C2D`; batch: BMM batches.
+        in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride, pad, dilation: C2D geometry
+            (pixels); tile_h, tile_w: output rows and columns of a C2D tile.
+    """
 
     m_blocks: int
     n_blocks: int
@@ -70,52 +118,140 @@ class GemmParams:
     vthreads: int = 1
     order: int = 0
     fold: int = 0
+    kind: int = KIND_GEMM
+    batch: int = 1
+    in_h: int = 1
+    in_w: int = 1
+    out_h: int = 1
+    out_w: int = 1
+    kernel_h: int = 1
+    kernel_w: int = 1
+    stride: int = 1
+    pad: int = 0
+    dilation: int = 1
+    tile_h: int = 1
+    tile_w: int = 1
 
     @classmethod
     def from_assignment(cls, assignment: Mapping[str, int]) -> GemmParams:
-        """Read the ``vta.*`` variables of a CSP assignment.
+        """Read the ``vta.*`` variables of a CSP assignment (optional ones default).
 
         Raises:
-            VTAProgramError: a variable is missing.
+            VTAProgramError: a required variable is missing.
         """
         try:
-            return cls(**{f: int(assignment[f"vta.{f}"]) for f in cls.__dataclass_fields__})
+            values = {f: int(assignment[f"vta.{f}"]) for f in _REQUIRED}
         except KeyError as exc:
             raise VTAProgramError(f"assignment has no VTA parameter {exc}") from None
+        for f in fields(cls):
+            if f.name not in values and f"vta.{f.name}" in assignment:
+                values[f.name] = int(assignment[f"vta.{f.name}"])
+        return cls(**values)
+
+    @property
+    def in_tile_h(self) -> int:
+        """Input rows a C2D tile reads: ``(tile_h − 1)·stride + (KH − 1)·dilation + 1``."""
+        return (self.tile_h - 1) * self.stride + (self.kernel_h - 1) * self.dilation + 1
+
+    @property
+    def in_tile_w(self) -> int:
+        """Input columns a C2D tile reads (as :attr:`in_tile_h`)."""
+        return (self.tile_w - 1) * self.stride + (self.kernel_w - 1) * self.dilation + 1
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates of the compute (for GOPS: ops = 2·macs)."""
+        taps = self.kernel_h * self.kernel_w if self.kind == KIND_C2D else 1
+        return self.batch * self.m_blocks * self.n_blocks * 16 * self.k_blocks * 16 * taps
+
+
+def _check_tiling(p: GemmParams) -> None:
+    mb, nb, kb = p.m_blocks, p.n_blocks, p.k_blocks
+    bad = p.vthreads not in (1, 2) or nb % (p.tile_n * p.vthreads) or kb % p.tile_k
+    if p.kind == KIND_C2D:
+        bad = bad or p.out_h % p.tile_h or p.out_w % p.tile_w or p.batch != 1
+        bad = bad or p.tile_m != p.tile_h * p.tile_w or mb != p.out_h * p.out_w
+        bad = bad or p.pad > min(15, (p.kernel_h - 1) * p.dilation, (p.kernel_w - 1) * p.dilation)
+    else:
+        bad = bad or mb % p.tile_m
+    if bad:
+        raise VTAProgramError(f"parameters {p} do not tile {mb} × {nb} × {kb} blocks")
 
 
 def gemm_int32_program(p: GemmParams, config: VTAConfig | None = None) -> Program:
-    """The VTA program of ``C (M, N) int32 = X (M, K) int8 @ W (N, K).T int8`` for ``p``.
+    """The VTA program of the int8 × int8 → int32 compute ``p`` describes (module docstring).
 
-    DRAM buffers: ``A (M/BATCH, K/BLOCK_IN, BATCH, BLOCK_IN)``, ``W (N/BLOCK_OUT, K/BLOCK_IN,
-    BLOCK_OUT, BLOCK_IN)`` and ``C (4·M/BATCH, N/BLOCK_OUT, BATCH, BLOCK_OUT)`` int8, byte
-    plane ``q`` of the result in rows ``q·M/BATCH …`` (:func:`unpack_int32_output`).
+    DRAM buffers (int8, element shapes of vta.md §2.4):
+
+    * GEMM: ``A (M, K/16, 1, 16)``, ``W (N/16, K/16, 16, 16)``, ``C (4·M, N/16, 1, 16)``
+      (byte plane ``q`` of the result in rows ``q·M …``);
+    * BMM: ``A (B, M, K/16, 1, 16)``, ``W (B, N/16, K/16, 16, 16)``, ``C (4, B, M, N/16, 1, 16)``;
+    * C2D: ``A (CI/16, H, W, 1, 16)``, ``W (CO/16, CI/16, KH, KW, 16, 16)``,
+      ``C (4, 1, HO, WO, CO/16, 1, 16)``.
 
     Raises:
         VTAProgramError: tiles that do not divide the extents, ``vthreads`` not in {1, 2} or
-            not dividing the column tiles; the simulator's checks raise the rest.
+            not dividing the column tiles, C2D padding wider than the kernel window; the
+            simulator's checks raise the rest (buffer overflow, fields, hazards).
     """
     cfg = config or VTAConfig()
+    _check_tiling(p)
     mb, nb, kb = p.m_blocks, p.n_blocks, p.k_blocks
     tm, tn, tk, vt = p.tile_m, p.tile_n, p.tile_k, p.vthreads
-    if vt not in (1, 2) or mb % tm or nb % (tn * vt) or kb % tk:
-        raise VTAProgramError(f"parameters {p} do not tile {mb} × {nb} × {kb} blocks")
-    mo_n, no_n, ko_n = mb // tm, nb // (tn * vt), kb // tk
-    if p.order == 0:
-        groups = [(mo, no) for mo in range(mo_n) for no in range(no_n)]
+    conv = p.kind == KIND_C2D
+    no_n, ko_n = nb // (tn * vt), kb // tk
+    if conv:
+        th, tw, s, d = p.tile_h, p.tile_w, p.stride, p.dilation
+        kh_n, kw_n = p.kernel_h, p.kernel_w
+        in_th, in_tw = p.in_tile_h, p.in_tile_w
+        spatial = [(ho, wo) for ho in range(p.out_h // th) for wo in range(p.out_w // tw)]
+        inp_tile, wgt_tile = tk * in_th * in_tw, tn * tk * kh_n * kw_n
     else:
-        groups = [(mo, no) for no in range(no_n) for mo in range(mo_n)]
+        spatial = [(mo,) for mo in range(mb // tm)]
+        inp_tile, wgt_tile = tm * tk, tn * tk
+    acc_tile = tm * tn
+    batches = range(p.batch if p.kind == KIND_BMM else 1)
+    if p.order == 0:
+        groups = [(bi, sp, no) for bi in batches for sp in spatial for no in range(no_n)]
+    else:
+        groups = [(bi, sp, no) for bi in batches for no in range(no_n) for sp in spatial]
 
     b = ProgramBuilder(cfg)
-    a_buf = b.alloc("A", "INP", (mb, kb, *cfg.elem_shape("INP")))
-    w_buf = b.alloc("W", "WGT", (nb, kb, *cfg.elem_shape("WGT")))
-    c_buf = b.alloc("C", "OUT", (PLANES * mb, nb, *cfg.elem_shape("OUT")))
+    inp_e, wgt_e, out_e = cfg.elem_shape("INP"), cfg.elem_shape("WGT"), cfg.elem_shape("OUT")
+    if p.kind == KIND_GEMM:
+        a_buf = b.alloc("A", "INP", (mb, kb, *inp_e))
+        w_buf = b.alloc("W", "WGT", (nb, kb, *wgt_e))
+        c_buf = b.alloc("C", "OUT", (PLANES * mb, nb, *out_e))
+    elif p.kind == KIND_BMM:
+        a_buf = b.alloc("A", "INP", (p.batch, mb, kb, *inp_e))
+        w_buf = b.alloc("W", "WGT", (p.batch, nb, kb, *wgt_e))
+        c_buf = b.alloc("C", "OUT", (PLANES, p.batch, mb, nb, *out_e))
+    else:
+        a_buf = b.alloc("A", "INP", (kb, p.in_h, p.in_w, *inp_e))
+        w_buf = b.alloc("W", "WGT", (nb, kb, kh_n, kw_n, *wgt_e))
+        c_buf = b.alloc("C", "OUT", (PLANES, 1, p.out_h, p.out_w, nb, *out_e))
 
-    inp_tile, wgt_tile, acc_tile = tm * tk, tn * tk, tm * tn
     gemm_k, alu_k = [], []
     for t in range(vt):
         ib, wb, ab = t * inp_tile, t * wgt_tile, t * acc_tile
-        if p.fold:
+        alu_k.append(b.kernel([(ab + e, ab + e, 0) for e in range(acc_tile)]))
+        if conv:
+            gemm_k.append(
+                b.kernel(
+                    [
+                        (
+                            ab + (oh * tw + ow) * tn + j,
+                            ib + (oh * s + kh * d) * in_tw + ow * s,
+                            wb + j * tk * kh_n * kw_n + kh * kw_n,
+                        )
+                        for kh in range(kh_n)
+                        for oh in range(th)
+                        for ow in range(tw)
+                        for j in range(tn)
+                    ]
+                )
+            )
+        elif p.fold:
             gemm_k.append(b.kernel([(ab + j, ib, wb + j * tk) for j in range(tn)]))
         else:
             gemm_k.append(
@@ -127,48 +263,92 @@ def gemm_int32_program(p: GemmParams, config: VTAConfig | None = None) -> Progra
                     ]
                 )
             )
-        alu_k.append(b.kernel([(ab + e, ab + e, 0) for e in range(acc_tile)]))
-    loops: dict[str, Any] = (
-        {"iter_out": tk, "iter_in": tm, "dst": (0, tn), "src": (1, tk), "wgt": (1, 0)}
-        if p.fold
-        else {"iter_out": tk, "dst": (0, 0), "src": (1, 0), "wgt": (1, 0)}
-    )
-    reset_loops = {k: v for k, v in loops.items() if k != "iter_out"}
+    loops: dict[str, Any]
+    if conv:
+        # iter_out: the tile's channel blocks; iter_in: kw (vta.md §2.5 folding)
+        loops = {
+            "iter_out": tk,
+            "iter_in": kw_n,
+            "dst": (0, 0),
+            "src": (in_th * in_tw, d),
+            "wgt": (kh_n * kw_n, 1),
+        }
+        reset_k, reset_loops = alu_k, {}
+    elif p.fold:
+        loops = {"iter_out": tk, "iter_in": tm, "dst": (0, tn), "src": (1, tk), "wgt": (1, 0)}
+        reset_k, reset_loops = gemm_k, {k: v for k, v in loops.items() if k != "iter_out"}
+    else:
+        loops = {"iter_out": tk, "dst": (0, 0), "src": (1, 0), "wgt": (1, 0)}
+        reset_k, reset_loops = gemm_k, {k: v for k, v in loops.items() if k != "iter_out"}
+
+    def load_a(t: int, bi: int, sp: tuple[int, ...], ko: int) -> None:
+        if not conv:
+            mo = sp[0]
+            at = (mo * tm, ko * tk) if p.kind == KIND_GEMM else (bi, mo * tm, ko * tk)
+            b.load(a_buf, sram_base=t * inp_tile, y_size=tm, x_size=tk, x_stride=kb, at=at)
+            return
+        ho, wo = sp
+        r0, c0 = ho * th * s - p.pad, wo * tw * s - p.pad
+        y_lo, x_lo = max(r0, 0), max(c0, 0)
+        y_hi, x_hi = min(r0 + in_th, p.in_h), min(c0 + in_tw, p.in_w)
+        pads = (y_lo - r0, r0 + in_th - y_hi, x_lo - c0, c0 + in_tw - x_hi)
+        for c in range(tk):
+            b.load(
+                a_buf,
+                sram_base=t * inp_tile + c * in_th * in_tw,
+                y_size=y_hi - y_lo,
+                x_size=x_hi - x_lo,
+                x_stride=p.in_w,
+                at=(ko * tk + c, y_lo, x_lo),
+                pad=pads,
+            )
+
+    def load_w(t: int, bi: int, no: int, ko: int) -> None:
+        j0 = (no * vt + t) * tn
+        if conv:
+            x, stride, at = tk * kh_n * kw_n, kb * kh_n * kw_n, (j0, ko * tk)
+        else:
+            x, stride = tk, kb
+            at = (j0, ko * tk) if p.kind == KIND_GEMM else (bi, j0, ko * tk)
+        b.load(w_buf, sram_base=t * wgt_tile, y_size=tn, x_size=x, x_stride=stride, at=at)
+
+    def store(t: int, q: int, bi: int, sp: tuple[int, ...], no: int) -> None:
+        j0 = (no * vt + t) * tn
+        if p.kind == KIND_GEMM:
+            at: tuple[int, ...] = (q * mb + sp[0] * tm, j0)
+            b.store(c_buf, sram_base=t * acc_tile, y_size=tm, x_size=tn, x_stride=nb, at=at)
+        elif p.kind == KIND_BMM:
+            at = (q, bi, sp[0] * tm, j0)
+            b.store(c_buf, sram_base=t * acc_tile, y_size=tm, x_size=tn, x_stride=nb, at=at)
+        elif tw == p.out_w:  # whole output rows: one 2-D store
+            at = (q, 0, sp[0] * th, 0, j0)
+            b.store(c_buf, sram_base=t * acc_tile, y_size=tm, x_size=tn, x_stride=nb, at=at)
+        else:  # one store per output row of the tile
+            for oh in range(th):
+                at = (q, 0, sp[0] * th + oh, sp[1] * tw, j0)
+                base = t * acc_tile + oh * tw * tn
+                b.store(c_buf, sram_base=base, y_size=tw, x_size=tn, x_stride=nb, at=at)
 
     n_tiles = len(groups) * vt
     n_units = n_tiles * ko_n  # (tile, k tile) pairs, in program order
     unit = 0
-    prev: tuple[int, int] | None = None
-    for gi, (mo, no) in enumerate(groups):
+    prev: tuple[int, tuple[int, ...], int] | None = None
+    for gi, (bi, sp, no) in enumerate(groups):
         g = gi * vt
-        keep_a = ko_n == 1 and prev is not None and prev[0] == mo
-        keep_w = ko_n == 1 and prev is not None and prev[1] == no
+        keep_a = ko_n == 1 and prev is not None and prev[:2] == (bi, sp)
+        keep_w = ko_n == 1 and prev is not None and (prev[0], prev[2]) == (bi, no)
         for t in range(vt):
             if g + t >= vt:
                 b.dep_pop(Engine.STORE, Engine.COMPUTE)  # this half's last byte plane is out
-            b.gemm(gemm_k[t], reset=True, **reset_loops)
+            b.gemm(reset_k[t], reset=True, **reset_loops)
         for ko in range(ko_n):
             for t in range(vt):
                 if unit + t >= vt:
                     b.dep_pop(Engine.COMPUTE, Engine.LOAD)  # the GEMM reading this half is done
                 if not keep_a:
-                    b.load(
-                        a_buf,
-                        sram_base=t * inp_tile,
-                        y_size=tm,
-                        x_size=tk,
-                        x_stride=kb,
-                        at=(mo * tm, ko * tk),
-                    )
+                    load_a(t, bi, sp, ko)
                 if not keep_w:
-                    b.load(
-                        w_buf,
-                        sram_base=t * wgt_tile,
-                        y_size=tn,
-                        x_size=tk,
-                        x_stride=kb,
-                        at=((no * vt + t) * tn, ko * tk),
-                    )
+                    load_w(t, bi, no, ko)
                 b.dep_push(Engine.LOAD, Engine.COMPUTE)
             for t in range(vt):
                 b.dep_pop(Engine.LOAD, Engine.COMPUTE)
@@ -184,32 +364,63 @@ def gemm_int32_program(p: GemmParams, config: VTAConfig | None = None) -> Progra
                 b.dep_push(Engine.COMPUTE, Engine.STORE)
             for t in range(vt):
                 b.dep_pop(Engine.COMPUTE, Engine.STORE)
-                b.store(
-                    c_buf,
-                    sram_base=t * acc_tile,
-                    y_size=tm,
-                    x_size=tn,
-                    x_stride=nb,
-                    at=(q * mb + mo * tm, (no * vt + t) * tn),
-                )
+                store(t, q, bi, sp, no)
                 if q < PLANES - 1 or g + t + vt < n_tiles:
                     b.dep_push(Engine.STORE, Engine.COMPUTE)
-        prev = (mo, no)
+        prev = (bi, sp, no)
     return b.finish()
 
 
 def pack_inputs(x: np.ndarray, w: np.ndarray, config: VTAConfig | None = None) -> dict:
-    """``X (M, K)`` and ``W (N, K)`` int8 as the program's ``A`` and ``W`` DRAM buffers."""
-    return pack_gemm_operands(np.asarray(x, np.int8), np.asarray(w, np.int8), config)
+    """The logical int8 operands as the program's ``A`` and ``W`` DRAM buffers; the compute is
+    read from the ranks: ``X (M, K)``, ``W (N, K)`` (GEMM); ``X (B, M, K)``, ``W (B, N, K)``
+    (BMM); ``X (1, H, W, CI)``, ``W (CO, KH, KW, CI)`` (C2D, ``heronlike.ops.c2d``'s NHWC) or
+    ``W (CO/16, KH, KW, CI/16, 16, 16)`` (the weight layout the VTA rules pre-pack,
+    ``Space.packed``).
+
+    Raises:
+        VTAProgramError: ranks of no supported compute.
+    """
+    cfg = config or VTAConfig()
+    x, w = np.asarray(x, np.int8), np.asarray(w, np.int8)
+    bi, bo = cfg.block_in, cfg.block_out
+    if x.ndim == 2 and w.ndim == 2:
+        return pack_gemm_operands(x, w, cfg)
+    if x.ndim == 3 and w.ndim == 3:
+        packed = [pack_gemm_operands(x[i], w[i], cfg) for i in range(x.shape[0])]
+        return {k: np.ascontiguousarray(np.stack([pk[k] for pk in packed])) for k in ("A", "W")}
+    if x.ndim == 4 and w.ndim == 6 and x.shape[0] == 1:  # W pre-packed by the rules' layout
+        cob, kh, kw, cib, bo_, bi_ = w.shape
+        w = w.transpose(0, 4, 1, 2, 3, 5).reshape(cob * bo_, kh, kw, cib * bi_)
+    if x.ndim == 4 and w.ndim == 4 and x.shape[0] == 1:
+        _, h, wd, ci = x.shape
+        co, kh, kw, _ = w.shape
+        a = x[0].reshape(h, wd, ci // bi, 1, bi).transpose(2, 0, 1, 3, 4)
+        wt = w.reshape(co // bo, bo, kh, kw, ci // bi, bi).transpose(0, 4, 2, 3, 1, 5)
+        return {"A": np.ascontiguousarray(a), "W": np.ascontiguousarray(wt)}
+    raise VTAProgramError(f"no VTA compute has operands of shapes {x.shape} and {w.shape}")
 
 
 def unpack_int32_output(c: np.ndarray) -> np.ndarray:
-    """The program's ``C`` buffer (four int8 byte planes) as the int32 ``(M, N)`` result."""
-    planes = c.reshape(PLANES, c.shape[0] // PLANES, *c.shape[1:])
-    out = np.zeros(unpack_gemm_output(planes[0]).shape, np.uint32)
+    """The program's ``C`` buffer (four int8 byte planes) as the int32 result: ``(M, N)``
+    (GEMM, rank 4), ``(B, M, N)`` (BMM, rank 6) or ``(1, HO, WO, CO)`` (C2D, rank 7)."""
+    c = np.asarray(c)
+    if c.ndim == 4:
+        planes = c.reshape(PLANES, c.shape[0] // PLANES, *c.shape[1:])
+        logical = [unpack_gemm_output(planes[q]) for q in range(PLANES)]
+    elif c.ndim == 6:
+        logical = [
+            np.stack([unpack_gemm_output(c[q, i]) for i in range(c.shape[1])])
+            for q in range(PLANES)
+        ]
+    elif c.ndim == 7:
+        _, n, ho, wo, nb, bt, bo = c.shape
+        logical = [c[q].reshape(n, ho, wo, nb * bt * bo) for q in range(PLANES)]
+    else:
+        raise VTAProgramError(f"no VTA compute writes a C buffer of shape {c.shape}")
+    out = np.zeros(logical[0].shape, np.uint32)
     for q in range(PLANES):
-        byte = unpack_gemm_output(planes[q]).view(np.uint8).astype(np.uint32)
-        out |= byte << np.uint32(8 * q)
+        out |= logical[q].view(np.uint8).astype(np.uint32) << np.uint32(8 * q)
     return out.view(np.int32)
 
 

@@ -18,9 +18,16 @@ PYNQ-Z2 design, :class:`~.config.VTAConfig`). Only BATCH = 1 configurations are 
   bit-exactly). Nothing here needs the host to have anything: ``check_host`` accepts every
   host, and no kernel runs in the tuning process (``runs_in_process = False``).
 
+Computes: int8 × int8 → int32 GEMM (``heronlike.ops.gemm``), batched GEMM (``ops.bmm``, one
+GEMM per batch) and 2-D convolution (``ops.c2d``, NHWC, batch 1, any stride and dilation,
+padding ≤ min(15, (kernel − 1)·dilation), lowered as an implicit GEMM with padded 2-D DMA
+loads; see :mod:`.lowering`). The convolution's weight is pre-packed once into VTA's
+``(CO/16, KH, KW, CI/16, 16, 16)`` tiles (``Space.packed``), as VTA's runtime packed weights.
+
 Computes VTA cannot run are typed errors from :meth:`DLATarget.match`: float or uint8 operands
-are :class:`~heronlike.errors.UnsupportedDtypeError`, an N or K that 16 does not divide is
-:class:`~heronlike.errors.UnsupportedShapeError`; anything but one 2-D GEMM stage is
+are :class:`~heronlike.errors.UnsupportedDtypeError`, an N or K (CO or CI) that 16 does not
+divide is :class:`~heronlike.errors.UnsupportedShapeError`, as are a convolution batch ≠ 1 and
+padding a VTA LOAD cannot add; anything else (an epilogue stage, 1-D/3-D convolutions) is
 :class:`~heronlike.errors.UnsupportedComputeError` (from the rules).
 """
 
