@@ -1,4 +1,4 @@
-"""Command line: ``heronlike tune | csp | best``.
+"""Command line: ``heronlike tune | csp | best | import-results | library``.
 
 Examples::
 
@@ -7,6 +7,8 @@ Examples::
     heronlike best                       # list what the records hold
     heronlike best gemm --shape 1024,1024,1024   # rebuild and check the best kernel
     heronlike import-results BUNDLE_DIR          # add a GPU-measured bundle to the records
+    heronlike library build resnet50 --batch 1 --target llvm --trials 400 --out lib/
+    heronlike library merge a.sqlite b.sqlite -o all.sqlite
 """
 
 from __future__ import annotations
@@ -233,6 +235,11 @@ def _print_result(r) -> None:  # noqa: ANN001
         peak = r.space.target.peak_ops_per_s() if r.space else None
         if peak:
             table.add_row("of nominal peak", f"{r.throughput / peak:.0%} of {peak / 1e9:.0f} GOP/s")
+        clock = r.space.target.cycle_hz() if r.space else None
+        if clock:
+            table.add_row(
+                "simulated cycles", f"{round(r.latency_s * clock):,} at {clock / 1e6:g} MHz"
+            )
         if not r.simulated:
             exact = r.space is not None and all(
                 "int" in p.dtype
@@ -380,6 +387,160 @@ def import_results(
         if base.get("latency_s"):
             text += f"; {base.get('name')}: {base['latency_s'] * 1e3:.4f} ms"
         table.add_row(f"best {escape(label)}", escape(text))
+    console.print(table)
+
+
+@main.group()
+def library() -> None:
+    """Kernel libraries for whole models: build, merge records, show."""
+
+
+@library.command("build")
+@click.argument("model")
+@click.option(
+    "--target",
+    default="dlboost",
+    show_default=True,
+    help='target name or string ("dlboost": VNNI; "llvm": any CPU, general rules)',
+)
+@click.option("--trials", type=int, required=True, help="total trial budget over all workloads")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="library folder to write (kernels.so + manifest.json)",
+)
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=Path("heronlike_runs") / "records.sqlite",
+    show_default=True,
+)
+@click.option("--batch", type=int, default=None, help="batch size of a model module's list")
+@click.option(
+    "--dtype", default=None, type=click.Choice(sorted(ops.DTYPES)), help="override every dtype"
+)
+@click.option(
+    "--strategy", default="gradient", show_default=True, type=click.Choice(["gradient", "even"])
+)
+@click.option("--batch-size", default=8, show_default=True, help="candidates per round")
+@click.option("--explorer", default="random", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--runner", default=None, help="rpc://HOST:PORT/KEY: measure on the tracker's devices"
+)
+@click.option(
+    "--parallel", default=1, show_default=True, help="lanes measuring at once (one per device)"
+)
+@click.option("--check/--no-check", default=True, show_default=True, help="check vs numpy")
+def library_build(
+    model: str,
+    target: str,
+    trials: int,
+    out_dir: Path,
+    records: Path,
+    batch: int | None,
+    dtype: str | None,
+    strategy: str,
+    batch_size: int,
+    explorer: str,
+    seed: int,
+    runner: str | None,
+    parallel: int,
+    check: bool,
+) -> None:
+    """Tune MODEL's workloads within --trials in total (reusing and resuming from the records)
+    and export one shared library with a manifest. MODEL is a JSON operator list or a model
+    module (resnet50, vgg16, bert: benchmarks/models/)."""
+    from .library.builder import build
+
+    def report(r) -> None:  # noqa: ANN001
+        best = f"{r.best_latency_s * 1e3:.4f} ms" if r.best_latency_s else "no valid yet"
+        console.print(
+            f"[{r.trials_done}/{r.trials_total}] {escape(r.name)}: +{r.trials} trials, best "
+            f"{best}; model estimate {r.estimate_s * 1e3:.3f} ms ({r.elapsed_s:.0f} s)"
+        )
+
+    res = build(
+        model,
+        target,
+        trials=trials,
+        out_dir=out_dir,
+        records=records,
+        strategy=strategy,
+        batch_size=batch_size,
+        seed=seed,
+        explorer=explorer,
+        runner=runner,
+        parallel=parallel,
+        batch=batch,
+        dtype=dtype,
+        check=check,
+        progress=report,
+    )
+    table = Table(title=escape(f"library {res.path} ({res.manifest['target']})"))
+    for col in ("function", "x", "latency ms", "checked"):
+        table.add_column(col, overflow="fold")
+    for k in res.manifest["kernels"]:
+        lat = k["latency_s"]
+        table.add_row(
+            escape(k["name"]),
+            str(k["occurrences"]),
+            f"{lat * 1e3:.4f}" if lat else "-",
+            {True: "bit-exact", False: "[red]WRONG[/red]", None: "-"}[k.get("checked")],
+        )
+    console.print(table)
+    console.print(
+        f"model estimate: {res.estimate_s * 1e3:.3f} ms (sum of occurrences x latency); "
+        f"{len(res.manifest['kernels'])} kernels; time "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in res.time_s.items())
+    )
+    if res.missing:
+        console.print(
+            f"[yellow]left out (no valid record):[/yellow] {escape('; '.join(res.missing))}"
+        )
+    if res.checked is False or res.missing:
+        sys.exit(1)
+
+
+@library.command("merge")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True)
+def library_merge(sources: tuple[Path, ...], output: Path) -> None:
+    """Merge the records files SOURCES (e.g. from several machines) into --output."""
+    from .library.merging import merge
+
+    s = merge(list(sources), output)
+    for src in sources:
+        console.print(
+            f"{escape(str(src))}: {s.added[str(src)]} trials added, "
+            f"{s.skipped[str(src)]} already there"
+        )
+    console.print(
+        f"{escape(str(output))}: {s.workloads} workload/target pairs, {s.runs} runs copied"
+    )
+
+
+@library.command("show")
+@click.argument("path", type=click.Path(path_type=Path, exists=True))
+def library_show(path: Path) -> None:
+    """List the kernels of the library at PATH."""
+    from .library.runtime import read_manifest
+
+    m = read_manifest(path)
+    table = Table(title=escape(f"{path}: {m['target']}, TVM {m['versions'].get('tvm')}"))
+    for col in ("function", "op", "dtype", "x", "latency ms"):
+        table.add_column(col, overflow="fold")
+    for k in m["kernels"]:
+        lat = k.get("latency_s")
+        table.add_row(
+            k["function"],
+            k["op"],
+            k["dtype"],
+            str(k["occurrences"]),
+            f"{lat * 1e3:.4f}" if lat else "-",
+        )
     console.print(table)
 
 

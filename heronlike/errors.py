@@ -8,6 +8,8 @@ its trial record (see :mod:`heronlike.records`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class HeronlikeError(Exception):
     """Base class of every error heronlike raises on purpose."""
@@ -112,7 +114,39 @@ class VTADeadlockError(VTATokenError):
     slot that never frees): the program can never reach FINISH."""
 
 
+class VTATimeoutError(HeronlikeError, TimeoutError):
+    """A VTA simulation ran past its budget (``timeout_s`` wall-clock seconds or
+    ``max_events`` events) and was stopped; the program may be fine, only too long to simulate."""
+
+
 class UnsupportedComputeError(InvalidComputeError):
     """A stage of the compute is valid TVM but no rule set of heronlike can schedule or check
     it (an extern call, a tuple reduction such as argmax, an index loaded from a tensor); the
     message names the stage and why."""
+
+
+class KernelNotFoundError(UnsupportedShapeError):
+    """The library holds no kernel for this operator, shapes, dtypes and attributes (a
+    :class:`~heronlike.errors.HeronlikeError` and a ``ValueError``). Attributes: ``op``,
+    ``inputs`` (``(dtype, shape)`` per input), ``attrs`` and ``available`` (the signatures the
+    library holds for ``op``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        op: str = "",
+        inputs: tuple[tuple[str, tuple[int, ...]], ...] = (),
+        attrs: Mapping[str, int] | None = None,
+        available: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.op = op
+        self.inputs = inputs
+        self.attrs = dict(attrs or {})
+        self.available = available
+
+
+class LibraryFormatError(RecordsMismatchError):
+    """A library folder cannot be loaded: no or a malformed manifest, another format or a
+    newer format version, or the shared library is missing. The message names the file."""

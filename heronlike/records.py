@@ -39,7 +39,14 @@ from .errors import RecordsMismatchError
 
 _T = TypeVar("_T")
 
-__all__ = ["SCHEMA_VERSION", "APPLICATION_TAG", "VERSION_KEYS", "TrialRecord", "Records"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "APPLICATION_TAG",
+    "VERSION_KEYS",
+    "TrialRecord",
+    "Records",
+    "current_versions",
+]
 
 SCHEMA_VERSION = 1
 """Version of the on-disk schema this module writes and reads."""
@@ -48,6 +55,18 @@ APPLICATION_TAG = "heronlike-records"
 """Value of ``meta.application`` that marks a file as a heronlike records database."""
 
 VERSION_KEYS = ("heronlike", "tvm")
+
+
+def current_versions() -> dict[str, str]:
+    """This process's value of each of :data:`VERSION_KEYS`: what a trial must have been
+    recorded with to be reused (:meth:`Records.split_by_version`)."""
+    import tvm
+
+    from . import __version__
+
+    return {"heronlike": __version__, "tvm": tvm.__version__}
+
+
 """The components whose versions must match for a stored trial to count as today's: another
 heronlike may have other rules or spaces, another TVM other code generation."""
 

@@ -27,19 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tvm
 
-from . import __version__
 from .cost_model import CostModel, XGBCostModel
 from .errors import InvalidArgumentError
 from .explore import make_explorer
 from .explore.base import Explorer, Observation
 from .features import ScheduleFeatures
 from .kernel import BuiltKernel
-from .measure import Runner
+from .measure import Builder, Runner
 from .measure.check import compare
 from .measure.measurer import HardwareMeasurer, Measurement, Measurer, ReplayMeasurer
-from .records import VERSION_KEYS, Records, TrialRecord
+from .records import VERSION_KEYS, Records, TrialRecord, current_versions
 from .reference import random_inputs, reference_outputs, save_npz, tolerance
 from .sampler import RandSAT
 from .space import Space, generate_space
@@ -196,7 +194,7 @@ class TuneResult:
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"heronlike": __version__, "python": platform.python_version(), "tvm": tvm.__version__}
+    out = {**current_versions(), "python": platform.python_version()}
     for pkg in ("ortools", "xgboost", "numpy"):
         try:
             out[pkg] = version(pkg)
@@ -212,7 +210,9 @@ def _throughput(flop: float, rec: TrialRecord) -> float | None:
 class TuningSession:
     """One compute tuned on one target: set-up here, then :meth:`round` until it returns 0,
     then :meth:`finish`. Arguments are those of :func:`heronlike.tune` (see there), with the
-    evaluator settings grouped in ``evaluator``.
+    evaluator settings grouped in ``evaluator``; ``builder`` (default: the target's
+    ``make_builder``) lets a task scheduler share one build pool between sessions. The session
+    closes the builder and runner it uses when it closes.
 
     The session commits every trial to ``records`` the moment its outcome is known (a kill -9
     loses only the trials being built or run), counts toward ``trials`` only the trials this
@@ -244,6 +244,7 @@ class TuningSession:
         evaluator: EvaluatorConfig | None = None,
         simulate: str | Path | Records | None = None,
         runner: Runner | str | None = None,
+        builder: Builder | None = None,
     ) -> None:
         if trials is None and time_budget_s is None:
             raise InvalidArgumentError(
@@ -343,7 +344,7 @@ class TuningSession:
             self.measurer = HardwareMeasurer(
                 space,
                 self.tvm_target,
-                tgt.make_builder(timeout_s=ev.build_timeout_s),
+                builder if builder is not None else tgt.make_builder(timeout_s=ev.build_timeout_s),
                 measure_with,  # type: ignore[arg-type]
                 self.data.args_path,
                 self.data.expected_path,

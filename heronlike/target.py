@@ -145,6 +145,11 @@ class DLATarget(ABC):
         """Peak operations per second of the intrinsic on all cores, or None if unknown."""
         return None
 
+    def cycle_hz(self) -> float | None:
+        """The clock (Hz) a simulated target's latencies count cycles of (latency = cycles /
+        clock, e.g. VTA's simulator), so reports can show cycles; None for measured hardware."""
+        return None
+
     # -- rules -----------------------------------------------------------------------------------
     @abstractmethod
     def schedule_rules(self) -> Sequence[Rule]:

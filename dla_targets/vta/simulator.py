@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from heronlike.errors import HeronlikeError, VTADeadlockError, VTAProgramError, VTATokenError
+from heronlike.errors import (
+    VTADeadlockError,
+    VTAProgramError,
+    VTATimeoutError,
+    VTATokenError,
+)
 
 from .hazards import check_acc_hazard, check_bounds, expand
 from .isa import (
@@ -73,11 +78,6 @@ _CONSUMER = {
 
 #: events between two wall-clock checks in the reference loop (its events can carry numerics)
 _CLOCK_EVERY = 64
-
-
-class VTATimeoutError(HeronlikeError, TimeoutError):
-    """A VTA simulation ran past its budget (``timeout_s`` wall-clock seconds or
-    ``max_events`` events) and was stopped; the program may be fine, only too long to simulate."""
 
 
 @dataclass
