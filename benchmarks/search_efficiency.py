@@ -463,14 +463,13 @@ def _sim_summary(rows: list[dict], a: argparse.Namespace, loo: float, cpu: str, 
     explorers = list(dict.fromkeys(r["explorer"] for r in rows))
     print(f"\nmean best GFLOP/s over {a.seeds} seeds, 95 % CI (surrogate LOO Spearman {loo:.3f})")
     for e in explorers:
+        final_trials = max(r["trials"] for r in rows if r["explorer"] == e)
         for col in ("best_gflops_at_trials", "best_gflops_final"):
             vals = [float(r[col]) for r in rows if r["explorer"] == e]
             m, lo, hi = _ci(vals)
-            n_trials = (
-                a.trials
-                if col.endswith("at_trials")
-                else max(r["trials"] for r in rows if r["explorer"] == e)
-            )
+            n_trials = a.trials if col.endswith("at_trials") else final_trials
+            if col.endswith("final") and final_trials == a.trials:
+                continue  # the same budget: already reported
             out.append(
                 dict(
                     what=f"{e}@{n_trials}",
