@@ -351,23 +351,9 @@ class Surrogate:
 
 def _simulated_tune(space, oracle, explorer: str, seed: int, trials: int, batch: int):
     """The tune loop's protocol on ``oracle``: best-so-far (op/s) after each batch."""
-    import numpy as np
+    from heronlike.explore import Observation, search_for
 
-    from heronlike.cost_model import XGBCostModel
-    from heronlike.explore import Observation, make_explorer
-    from heronlike.features import ScheduleFeatures
-    from heronlike.sampler import RandSAT
-
-    rng = np.random.default_rng(seed)
-    sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
-    ex = make_explorer(
-        explorer,
-        space.csp,
-        sampler,
-        XGBCostModel(seed=seed),
-        rng,
-        featurizer=ScheduleFeatures(space),
-    )
+    sampler, ex = search_for(space, explorer, seed)
     measured: set = set()
     best, curve = 0.0, []
     t0 = time.perf_counter()

@@ -17,18 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tvm
 
-from .cost_model import XGBCostModel
 from .errors import BundleError
-from .explore import make_explorer
-from .features import ScheduleFeatures
+from .explore import search_for
 from .measure import BuildInput
 from .measure.bundle import write_bundle
 from .records import Records, TrialRecord
 from .reference import reference_spec, tolerance
-from .sampler import RandSAT
 from .space import Space, generate_space
 from .target import DLATarget
 
@@ -145,17 +141,7 @@ def prepare_bundle(
     tgt = space.target
     tgt.check_host()
     entry = workload_entry(space, seed)
-    rng = np.random.default_rng(seed)
-    sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
-    exp = make_explorer(
-        explorer,
-        space.csp,
-        sampler,
-        XGBCostModel(seed=seed),
-        rng,
-        featurizer=ScheduleFeatures(space),
-        **dict(explorer_options or {}),
-    )
+    sampler, exp = search_for(space, explorer, seed, options=explorer_options)
     db = records if isinstance(records, Records) else Records(records or DEFAULT_RECORDS)
     try:
         wk, tk = space.workload_key, tgt.key

@@ -28,11 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from .cost_model import CostModel, XGBCostModel
+from .cost_model import CostModel
 from .errors import InvalidArgumentError
-from .explore import make_explorer
+from .explore import search_for
 from .explore.base import Explorer, Observation
-from .features import ScheduleFeatures
 from .kernel import BuiltKernel
 from .measure import Builder, Runner
 from .measure.check import compare
@@ -285,18 +284,9 @@ class TuningSession:
             tgt.check_host()
             # before anything is recorded: a target may have no device to run on here
             measure_with = _runner(tgt, runner, ev)
-        rng = np.random.default_rng(seed)
-        self.sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
-        model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
         try:
-            self.explorer = make_explorer(
-                explorer,
-                space.csp,
-                self.sampler,
-                model,
-                rng,
-                featurizer=ScheduleFeatures(space),
-                **dict(explorer_options or {}),
+            self.sampler, self.explorer = search_for(
+                space, explorer, seed, cost_model=cost_model, options=explorer_options
             )
         except TypeError as exc:  # an unknown option, or not an explorer at all
             raise InvalidArgumentError(f"explorer / explorer_options: {exc}") from None

@@ -31,6 +31,7 @@ Adding your own explorer (three ways):
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from heronlike.features import Featurizer
 if TYPE_CHECKING:
     from heronlike.sampler import RandSAT
 
-__all__ = ["EXPLORERS", "Explorer", "Observation", "explorer_class", "make_explorer"]
+__all__ = ["EXPLORERS", "Explorer", "Observation", "explorer_class", "make_explorer", "search_for"]
 
 #: Explorer name -> ``"module:Class"``, imported lazily by :func:`explorer_class`.
 EXPLORERS: dict[str, str] = {
@@ -108,3 +109,39 @@ def make_explorer(
             f"explorer must be a name, an Explorer subclass or an Explorer, not {name_or_obj!r}"
         )
     return cls(csp, sampler, cost_model, rng, featurizer=featurizer, **options)
+
+
+def search_for(
+    space: Any,
+    explorer: str | type[Explorer] | Explorer,
+    seed: int,
+    *,
+    cost_model: CostModel | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[RandSAT, Explorer]:
+    """The sampler and explorer a tune of ``space`` (a :class:`heronlike.space.Space`) with
+    ``seed`` uses: RandSAT seeded from ``numpy.random.default_rng(seed)``, the explorer given
+    that generator, ``cost_model`` (default: XGBoost seeded with ``seed``) and the schedule
+    features of ``space``. Every caller that must reproduce a tune (the session, offline
+    bundles, benchmarks) builds them here, so one seed means one search.
+
+    Raises:
+        UnknownExplorerError, TypeError: as :func:`make_explorer`.
+    """
+    from heronlike.cost_model import XGBCostModel
+    from heronlike.features import ScheduleFeatures
+    from heronlike.sampler import RandSAT
+
+    rng = np.random.default_rng(seed)
+    sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
+    model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
+    found = make_explorer(
+        explorer,
+        space.csp,
+        sampler,
+        model,
+        rng,
+        featurizer=ScheduleFeatures(space),
+        **dict(options or {}),
+    )
+    return sampler, found
