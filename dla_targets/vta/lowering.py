@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from heronlike.errors import VTAProgramError
+from heronlike.rules.vta import PARAMS
 
 from .builder import ProgramBuilder
 from .config import VTAConfig
@@ -78,18 +79,9 @@ PLANES = 4
 ARTIFACT_FORMAT = "heronlike-vta-program/1"
 #: ``GemmParams.kind`` values (the ``vta.kind`` CSP constant)
 KIND_GEMM, KIND_BMM, KIND_C2D = 0, 1, 2
-#: the fields every assignment names; the others default (GEMM)
-_REQUIRED = (
-    "m_blocks",
-    "n_blocks",
-    "k_blocks",
-    "tile_m",
-    "tile_n",
-    "tile_k",
-    "vthreads",
-    "order",
-    "fold",
-)
+#: the fields every assignment names (the rules' ``vta.*`` variables of every compute, less
+#: the compute's kind and batch, which default to a GEMM)
+_REQUIRED = tuple(p for p in PARAMS if p not in ("kind", "batch"))
 
 
 @dataclass(frozen=True)
