@@ -20,9 +20,10 @@ import pytest
 
 tvm = pytest.importorskip("tvm")
 
-from tvm import te, tirx, topi  # noqa: E402
+from tvm import te, tirx  # noqa: E402
 
 import heronlike.dla_targets.dlboost as dlboost  # noqa: E402
+from benchmarks.llvm_float32 import conv2d_bias_relu, conv2d_nchw, softmax  # noqa: E402
 from heronlike import ops, tune  # noqa: E402
 from heronlike.errors import (  # noqa: E402
     HeronlikeError,
@@ -49,17 +50,6 @@ def _cpu_flags() -> set[str]:
 # -- workloads, as a TVM user writes them ---------------------------------------------------------
 
 
-def softmax(M: int, N: int) -> list[te.Tensor]:
-    X = te.placeholder((M, N), "float32", name="X")
-    k = te.reduce_axis((0, N), name="k")
-    mx = te.compute((M,), lambda i: te.max(X[i, k], axis=k), name="mx")
-    E = te.compute((M, N), lambda i, j: te.exp(X[i, j] - mx[i]), name="E")
-    k2 = te.reduce_axis((0, N), name="k2")
-    S = te.compute((M,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
-    Y = te.compute((M, N), lambda i, j: E[i, j] / S[i], name="Y")
-    return [X, Y]
-
-
 def layer_norm(M: int, N: int, eps: float = 1e-5) -> list[te.Tensor]:
     X = te.placeholder((M, N), "float32", name="X")
     gamma = te.placeholder((N,), "float32", name="gamma")
@@ -78,19 +68,6 @@ def layer_norm(M: int, N: int, eps: float = 1e-5) -> list[te.Tensor]:
     return [X, gamma, beta, Y]
 
 
-def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, K: int) -> list[te.Tensor]:
-    X = te.placeholder((N, CI, H, W), "float32", name="X")
-    Wt = te.placeholder((CO, CI, K, K), "float32", name="W")
-    return [X, Wt, topi.nn.conv2d_nchw(X, Wt, 1, K // 2, 1)]
-
-
-def conv2d_bias_relu(N: int, H: int, W: int, CI: int, CO: int, K: int) -> list[te.Tensor]:
-    X, Wt, Y = ops.c2d(N, H, W, CI, CO, K, K, 1, K // 2, dtype="float32")
-    bias = te.placeholder((CO,), "float32", name="bias")
-    Z = te.compute(Y.shape, lambda n, h, w, c: te.max(Y[n, h, w, c] + bias[c], 0.0), name="Z")
-    return [X, Wt, bias, Z]
-
-
 def transpose(M: int, N: int) -> list[te.Tensor]:
     X = te.placeholder((M, N), "float32", name="X")
     return [X, te.compute((N, M), lambda i, j: X[j, i], name="Y")]
@@ -101,13 +78,13 @@ WORKLOADS: dict[str, Any] = {
     "bmm": lambda: ops.bmm(3, 32, 48, 24, "float32"),
     "conv1d": lambda: ops.c1d(1, 30, 16, 32, 3, 1, 1, 1, dtype="float32"),
     "conv2d_nhwc": lambda: ops.c2d(1, 10, 10, 16, 32, 3, 3, 1, 1, dtype="float32"),
-    "conv2d_nchw": lambda: conv2d_nchw(1, 16, 10, 10, 32, 3),
+    "conv2d_nchw": lambda: conv2d_nchw(1, 16, 10, 10, 32, 3, 1),
     "conv3d": lambda: ops.c3d(1, 4, 6, 6, 8, 16, 3, 3, 3, 1, 1, dtype="float32"),
     "depthwise_conv2d": lambda: ops.depthwise_c2d(1, 10, 10, 32, 3, 3, 2, 1, dtype="float32"),
     "transposed_conv2d": lambda: ops.t2d(1, 6, 6, 8, 16, 3, 3, 2, 1, 1, 1, dtype="float32"),
     "softmax": lambda: softmax(24, 96),
     "layer_norm": lambda: layer_norm(24, 96),
-    "conv2d_bias_relu": lambda: conv2d_bias_relu(1, 10, 10, 16, 32, 3),
+    "conv2d_bias_relu": lambda: conv2d_bias_relu(1, 10, 10, 16, 32, 3, 1),
     "transpose": lambda: transpose(40, 24),
     "float16_matmul": lambda: ops.gemm(32, 48, 64, "float16"),
 }
