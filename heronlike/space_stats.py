@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .csp import CSP, derive
+from .csp import CSP
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def space_size(csp: CSP, samples: int = 2000, seed: int = 0) -> SpaceSize:
     Raises:
         ValueError: if ``samples < 1``.
     """
-    from .explore.common import factorizations, split_groups
+    from .explore.common import Completer, factorizations, split_groups
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
@@ -88,28 +88,21 @@ def space_size(csp: CSP, samples: int = 2000, seed: int = 0) -> SpaceSize:
     log10 += sum(math.log10(math.factorial(len(g))) for g in orders)
     log10 += sum(math.log10(max(1, len(v))) for v in choices.values())
 
-    steps, complete = csp.derivation(knobs)
+    complete = Completer(csp)  # knob values -> the full assignment, or None if invalid
     valid = 0
-    for _ in range(samples):
-        a: dict[str, int] = {n: v.lo for n, v in csp.vars.items() if v.lo == v.hi}
+    for _ in range(samples if complete.complete else 0):  # incomplete: only an upper bound
+        a: dict[str, int] = {}
         for names, rows in tables:
             if not rows:
                 break
             a.update(zip(names, rows[int(rng.integers(len(rows)))]))
-        for g in orders:
-            a.update(zip(g, (int(x) + 1 for x in rng.permutation(len(g)))))
-        for k, values in choices.items():
-            a[k] = int(values[int(rng.integers(len(values)))])
-        try:
-            for name, c in steps:
-                value = derive(c, name, a)
-                if value is None:
-                    raise KeyError(name)
-                a[name] = value
-        except (KeyError, ZeroDivisionError):
-            continue
-        if complete and len(a) == len(csp.vars) and not csp.violations(a):
-            valid += 1
+        else:
+            for g in orders:
+                a.update(zip(g, (int(x) + 1 for x in rng.permutation(len(g)))))
+            for k, values in choices.items():
+                a[k] = int(values[int(rng.integers(len(values)))])
+            if complete(a) is not None:
+                valid += 1
     fraction = valid / samples
     upper = valid == 0
     log10_valid = log10 + math.log10(fraction if valid else 1 / samples)
