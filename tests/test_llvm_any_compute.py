@@ -12,6 +12,7 @@ of the same compute.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ tvm = pytest.importorskip("tvm")
 from tvm import te, tirx  # noqa: E402
 
 import heronlike.dla_targets.dlboost as dlboost  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: benchmarks.*
 from benchmarks.llvm_float32 import conv2d_bias_relu, conv2d_nchw, softmax  # noqa: E402
 from heronlike import ops, tune  # noqa: E402
 from heronlike.errors import (  # noqa: E402
