@@ -10,8 +10,10 @@ Built-in explorers are listed by name in :data:`EXPLORERS` and imported on first
 * ``"rand"``: RandSAT samples only, no cost model (Heron's RAND baseline);
 * ``"cga"``: Heron's constraint-based GA with key variables by feature importance;
   ``"cga1"``: the same with random key variables (the CGA-1 ablation);
-* ``"sa"``: simulated annealing on the cost model, Metropolis acceptance;
-* ``"ga"``: a classic GA on knob vectors, invalid children discarded;
+* ``"sa"``: simulated annealing on the cost model, Metropolis acceptance, neighbours by knob
+  topology (loop-order swaps, categorical re-draws);
+* ``"ga"``: a classic GA on knob vectors (loop orders crossed over whole, mutated by swaps),
+  invalid children discarded;
 * ``"opevo"``: OpEvo's q-random-walk evolution on measured throughput (model-free by default);
 * ``"flextensor"``: FlexTensor's simulated annealing over measured points with Q-learned
   directions (model-free).

@@ -1,8 +1,11 @@
-"""What the explorers on knob vectors share (GA, CGA, SA, OpEvo).
+"""What the explorers on knob vectors share (GA, CGA, SA, OpEvo, FlexTensor).
 
 :class:`Completer` (knob values -> the full assignment, or None if invalid), :func:`split_groups`
-and :class:`KnobDrawer` (random split-consistent knob values), and the selection helpers
-(:func:`roulette`, :func:`epsilon_select`, :func:`best_measured`, :func:`top`, :func:`unique`).
+and :class:`KnobDrawer` (random split-consistent knob values), the knob topologies
+(:func:`knob_topology`: which knobs form a loop order, a split, a categorical or an ordered knob,
+OpEvo's parameter kinds; the moves that keep a topology: :func:`swap_move` and
+:func:`choice_move`), and the selection helpers (:func:`roulette`, :func:`epsilon_select`,
+:func:`best_measured`, :func:`top`, :func:`unique`).
 """
 
 from __future__ import annotations
@@ -10,16 +13,22 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from heronlike.csp import CSP, Constraint, Eq, Prod, derive
+from heronlike.csp import CSP, Constraint, Eq, Prod, Select, derive
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Observation
 
 __all__ = [
+    "TOPOLOGY_KINDS",
     "Completer",
     "KnobDrawer",
+    "KnobTopology",
+    "choice_move",
+    "knob_topology",
+    "swap_move",
     "best_measured",
     "categorical_knobs",
     "epsilon_select",
@@ -190,6 +199,131 @@ def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
         if total % d == 0
         for rest in factorizations(total // d, parts - 1)
     ]
+
+
+# -- knob topologies: which knobs move together, and moves that keep them valid -----------------
+
+#: the topologies of a knob (OpEvo's parameter types, Gao et al. AAAI'21 §3)
+TOPOLOGY_KINDS: tuple[str, ...] = ("factor", "perm", "discrete", "choice")
+
+
+@dataclass(frozen=True)
+class KnobTopology:
+    """How the knobs of a CSP relate: OpEvo's parameter topologies (Gao et al. AAAI'21 §3),
+    read from the CSP by :func:`knob_topology` for every explorer that moves knobs.
+
+    Attributes:
+        perm: the loop orders, each a group of position knobs that together hold a
+            permutation (one knob per loop).
+        factor: the splits ``(knobs, total)`` (:func:`split_groups`) outside the loop orders
+            that have at least one ordered factorisation whose parts are candidates.
+        kinds: every knob's kind (:data:`TOPOLOGY_KINDS`): ``"perm"``, ``"factor"``,
+            ``"choice"`` (categorical: unordered alternatives) or ``"discrete"`` (any other
+            knob, its values ordered).
+        groups: a perm or factor knob's group (the knobs of its loop order or split).
+    """
+
+    perm: tuple[tuple[str, ...], ...]
+    factor: tuple[tuple[tuple[str, ...], int], ...]
+    kinds: Mapping[str, str]
+    groups: Mapping[str, tuple[str, ...]]
+
+    def kind(self, knob: str) -> str:
+        """The topology of ``knob`` (one of :data:`TOPOLOGY_KINDS`)."""
+        return self.kinds[knob]
+
+    def group(self, knob: str) -> tuple[str, ...]:
+        """The loop order or split that holds ``knob``, else ``(knob,)``."""
+        return self.groups.get(knob, (knob,))
+
+
+def knob_topology(
+    csp: CSP,
+    *,
+    position_topology: str = "discrete",
+    extra_perm_groups: Sequence[Sequence[str]] = (),
+) -> KnobTopology:
+    """The topology of every knob of ``csp`` (OpEvo's classification, Gao et al. AAAI'21 §3).
+
+    Loop orders: the CSP's own (:func:`perm_groups`: knobs declared ``topology="perm:<g>"``)
+    followed by ``extra_perm_groups`` (a group naming a knob already in one is skipped).
+    Splits: those of :func:`split_groups` that share no knob with a loop order and have some
+    ordered factorisation whose parts are candidates of their knobs (``IN``). Categorical:
+    the CSP's categorical knobs (``topology="categorical"``), and the index knobs of ``SELECT``
+    constraints (compute locations) when ``position_topology == "choice"``. Every other knob is
+    ``discrete``.
+
+    Raises:
+        ValueError: if a group names a variable that is not a knob or a knob twice.
+    """
+    knob_set = set(csp.knobs)
+    used: set[str] = set()
+    perms: list[tuple[str, ...]] = []
+    for group in [*perm_groups(csp), *(tuple(g) for g in extra_perm_groups)]:
+        bad = [k for k in group if k not in knob_set]
+        if bad or len(set(group)) != len(group):
+            raise ValueError(f"perm group {group} names non-knobs or repeats a knob: {bad}")
+        if set(group) & used:
+            continue
+        perms.append(group)
+        used |= set(group)
+    factors: list[tuple[tuple[str, ...], int]] = []
+    for names, total in split_groups(csp):
+        if set(names) & used:
+            continue
+        allowed = [set(csp.candidates(k)) for k in names]
+        if not any(
+            all(v in allowed[i] for i, v in enumerate(f)) for f in factorizations(total, len(names))
+        ):
+            continue
+        factors.append((names, total))
+        used |= set(names)
+    choice = set(categorical_knobs(csp))
+    if position_topology == "choice":
+        choice |= {c.index for c in csp.constraints if isinstance(c, Select)}
+    kinds: dict[str, str] = {}
+    groups: dict[str, tuple[str, ...]] = {}
+    for kind, grouped in (("perm", perms), ("factor", [n for n, _ in factors])):
+        for names in grouped:
+            for k in names:
+                kinds[k], groups[k] = kind, names
+    for k in csp.knobs:
+        if k not in kinds:
+            kinds[k] = "choice" if k in choice else "discrete"
+    return KnobTopology(tuple(perms), tuple(factors), kinds, groups)
+
+
+def swap_move(
+    values: Mapping[str, int],
+    group: Sequence[str],
+    rng: np.random.Generator,
+    knob: str | None = None,
+) -> dict[str, int] | None:
+    """One transposition of a loop order: the values of ``group`` with the positions of two of
+    its loops swapped, so a permutation stays one.
+
+    The loops are ``knob`` (uniform over ``group`` when None) and another one drawn uniformly
+    among those at a different position; with ``knob=None`` every pair is equally likely, i.e. a
+    uniform step on OpEvo's permutation graph (Gao et al. AAAI'21 §3, :func:`~heronlike.explore.
+    opevo.perm_graph`; FlexTensor's swap direction, Zheng et al. ASPLOS'20 §4.3). None when no
+    other loop of the group holds a different value.
+    """
+    if knob is None:
+        knob = group[int(rng.integers(len(group)))]
+    others = [o for o in group if o != knob and values[o] != values[knob]]
+    if not others:
+        return None
+    other = others[int(rng.integers(len(others)))]
+    out = {k: int(values[k]) for k in group}
+    out[knob], out[other] = out[other], out[knob]
+    return out
+
+
+def choice_move(value: int, candidates: Sequence[int], rng: np.random.Generator) -> int | None:
+    """A categorical knob's move: another of its ``candidates`` than ``value``, uniformly (a
+    step on OpEvo's complete ``choice`` graph, Gao et al. AAAI'21 §3); None if there is none."""
+    others = [int(v) for v in candidates if v != value]
+    return others[int(rng.integers(len(others)))] if others else None
 
 
 class KnobDrawer:

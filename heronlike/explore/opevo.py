@@ -73,15 +73,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from heronlike.csp import CSP, Select
+from heronlike.csp import CSP
 from heronlike.explore.base import Explorer, Observation, check_options
-from heronlike.explore.common import (
-    Completer,
-    categorical_knobs,
-    factorizations,
-    split_groups,
-)
-from heronlike.explore.common import perm_groups as own_perm_groups
+from heronlike.explore.common import TOPOLOGY_KINDS, Completer, factorizations, knob_topology
 
 __all__ = [
     "OpEvoExplorer",
@@ -247,7 +241,8 @@ def parameters(
     perm_values: Mapping[tuple[str, ...], Sequence[int]] | None = None,
 ) -> list[Parameter]:
     """OpEvo's parameters of ``csp`` (Gao et al. AAAI'21 §3): perm groups, factor groups, then
-    one per other knob (``choice`` for categorical knobs, else ``discrete``).
+    one per other knob (``choice`` for categorical knobs, else ``discrete``), as classified by
+    :func:`heronlike.explore.common.knob_topology` (shared with the SA and GA explorers).
 
     The perm groups are the CSP's own (``CSP.perm_groups``, knobs declared with
     ``topology="perm:<group>"``) followed by ``perm_groups`` (those naming a knob already in a
@@ -259,48 +254,32 @@ def parameters(
         ValueError: if a ``perm_groups`` group names a variable that is not a knob, or a knob
             twice.
     """
-    knobs = csp.knobs
-    knob_set = set(knobs)
-    used: set[str] = set()
+    topology = knob_topology(
+        csp, position_topology=position_topology, extra_perm_groups=perm_groups
+    )
     params: list[Parameter] = []
-    own = [tuple(g) for g in own_perm_groups(csp)]
-    for group in [*own, *(tuple(g) for g in perm_groups)]:
-        bad = [k for k in group if k not in knob_set]
-        if bad or len(set(group)) != len(group):
-            raise ValueError(f"perm group {group} names non-knobs or repeats a knob: {bad}")
-        if set(group) & used:
-            continue
+    for group in topology.perm:
         items = (perm_values or {}).get(group)
         if items is None:
             first = csp.candidates(group[0])
             same = all(csp.candidates(k) == first for k in group)
             items = first if same and len(first) == len(group) else range(len(group))
         params.append(Parameter("perm", group, perm_graph(list(items), adjacent_perm)))
-        used |= set(group)
-    for names, total in split_groups(csp):
-        if set(names) & used:
-            continue
+    for names, total in topology.factor:
         graph = factor_graph(total, len(names), [set(csp.candidates(k)) for k in names])
-        if graph.number_of_nodes() == 0:
-            continue
         params.append(Parameter("factor", names, graph))
-        used |= set(names)
-    positions = {c.index for c in csp.constraints if isinstance(c, Select)}
-    categorical = set(categorical_knobs(csp))
-    for k in knobs:
-        if k in used:
-            continue
-        values = csp.candidates(k)
-        if k in categorical or (k in positions and position_topology == "choice"):
-            params.append(Parameter("choice", (k,), choice_graph(values)))
-        else:
-            params.append(Parameter("discrete", (k,), discrete_graph(values)))
+    for k in csp.knobs:
+        kind = topology.kind(k)
+        if kind == "choice":
+            params.append(Parameter("choice", (k,), choice_graph(csp.candidates(k))))
+        elif kind == "discrete":
+            params.append(Parameter("discrete", (k,), discrete_graph(csp.candidates(k))))
     return params
 
 
 # -- the explorer --------------------------------------------------------------------------------
 
-KINDS = ("factor", "perm", "discrete", "choice")
+KINDS = TOPOLOGY_KINDS
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Simulated annealing on the cost model with a real Metropolis acceptance.
+"""Simulated annealing (Kirkpatrick, Gelatt & Vecchi, *Optimization by Simulated Annealing*,
+Science 1983) on the cost model, with a real Metropolis acceptance (Metropolis et al. 1953).
 
 Heron's ``SA`` ablation baseline computes a Metropolis probability and
 then overwrites it with "accept only if better", which is hill climbing. Here a worse move is
@@ -13,12 +14,28 @@ scores all neighbours in one cost-model call and accepts by Metropolis at temper
 ε-greedily among those not in ``exclude``. While the cost model is untrained, ``propose``
 returns RandSAT samples.
 
-**Neighbours** change one knob ``k``: a RandSAT draw with ``extra`` = ``EQ`` constraints fixing
-every other knob and ``IN(k, candidates - {current})``, so each neighbour is valid and differs
-in ``k``. A split knob cannot change alone (its loop's ``PROD`` fixes it once the other factors
-are fixed), so a knob ``k`` that shares a constant-target ``PROD`` with other knobs is freed
-together with one of them chosen at random (the "partner" that absorbs the change). When that
-CSP has no solution another knob is tried (``neighbour_tries`` times), else the chain stays.
+**Neighbours** (:meth:`SAExplorer.neighbour`) change one knob ``k``, drawn uniformly among the
+knobs with more than one candidate, by a move that keeps its topology
+(:func:`heronlike.explore.common.knob_topology`, OpEvo's topologies, Gao et al. AAAI'21 §3):
+
+* ``perm`` (a loop-order position, ``topology="perm:<group>"``): ``k``'s loop swaps positions
+  with another loop of its order, drawn uniformly (:func:`~heronlike.explore.common.swap_move`),
+  so the order stays a permutation;
+* ``choice`` (a categorical knob, ``topology="categorical"``): another of its values, uniformly
+  (:func:`~heronlike.explore.common.choice_move`);
+* any other knob: a RandSAT draw with ``extra`` = ``EQ`` constraints fixing every other knob and
+  ``IN(k, candidates - {current})``, so the neighbour is valid and differs in ``k``. A split
+  knob cannot change alone (its loop's ``PROD`` fixes it once the other factors are fixed), so a
+  knob ``k`` that shares a constant-target ``PROD`` with other knobs is freed together with one
+  of them chosen at random (the "partner" that absorbs the change): a ``factor`` move; a knob
+  without partner makes a ``discrete`` move.
+
+A swapped or re-drawn point is completed and checked by
+:class:`~heronlike.explore.common.Completer` (no CP-SAT call where the CSP defines every
+non-knob variable from the knobs). When a move gives no valid neighbour (a broken capacity
+limit, an infeasible draw) it is counted in ``invalid_moves`` and another knob is tried
+(``neighbour_tries`` times), else the chain stays (``stuck``). The stats count the neighbours
+of each kind (``moves_factor``, ``moves_perm``, ``moves_discrete``, ``moves_choice``).
 """
 
 from __future__ import annotations
@@ -26,13 +43,22 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from heronlike.csp import Eq, In, Prod
 from heronlike.errors import InfeasibleSpaceError, SolverTimeoutError
 from heronlike.explore.base import Explorer, check_options
-from heronlike.explore.common import best_measured, select_batch
+from heronlike.explore.common import (
+    TOPOLOGY_KINDS,
+    Completer,
+    best_measured,
+    choice_move,
+    knob_topology,
+    select_batch,
+    swap_move,
+)
 
 __all__ = ["SAExplorer", "SAOptions", "acceptance_probability"]
 
@@ -83,46 +109,85 @@ class SAExplorer(Explorer):
     """Simulated annealing over valid assignments, scored by the cost model.
 
     Attributes:
+        topology: the knobs' topologies (:func:`~heronlike.explore.common.knob_topology`).
         moves: neighbours proposed; accepted: of them, accepted; stuck: steps without a
-        neighbour.
+        neighbour; invalid_moves: moves that gave no valid neighbour (tried again);
+        moves_<kind>: valid neighbours made by a move of that kind (factor, perm, discrete,
+        choice).
     """
 
     name = "sa"
-    counters = ("moves", "accepted", "stuck")
+    counters = (
+        "moves",
+        "accepted",
+        "stuck",
+        "invalid_moves",
+        *(f"moves_{k}" for k in TOPOLOGY_KINDS),
+    )
     Options = SAOptions
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.knobs = self.csp.knobs
+        self.topology = knob_topology(self.csp)
+        self.complete = Completer(self.csp, self.sampler)
         self._candidates = {k: self.csp.candidates(k) for k in self.knobs}
         self._movable = [k for k in self.knobs if len(self._candidates[k]) > 1]
-        knobs = set(self.knobs)
+        solved = {k for k in self.knobs if self.topology.kind(k) in ("factor", "discrete")}
         self.partners: dict[str, list[str]] = {k: [] for k in self.knobs}
         for c in self.csp.constraints:
             if isinstance(c, Prod) and isinstance(c.target, int):
-                group = [f for f in c.factors if isinstance(f, str) and f in knobs]
+                group = [f for f in c.factors if isinstance(f, str) and f in solved]
                 for k in group:
                     self.partners[k] += [o for o in group if o != k and o not in self.partners[k]]
-        self.moves = self.accepted = self.stuck = 0
+        self.moves = self.accepted = self.stuck = self.invalid_moves = 0
+        for kind in TOPOLOGY_KINDS:
+            setattr(self, f"moves_{kind}", 0)
 
     def neighbour(self, a: Mapping[str, int]) -> Assignment | None:
-        """A valid assignment differing from ``a`` in one knob (and its split partner)."""
+        """A valid assignment differing from ``a`` by one move on one knob (see the module
+        docstring): a swap in a loop order, a categorical re-draw, or a RandSAT draw of the knob
+        (and its split partner); None after ``neighbour_tries`` moves without one."""
         for _ in range(self.options.neighbour_tries):
             if not self._movable:
                 return None
             k = self._movable[int(self.rng.integers(len(self._movable)))]
-            free = {k}
-            if self.partners[k]:
-                free.add(self.partners[k][int(self.rng.integers(len(self.partners[k])))])
-            others = tuple(v for v in self._candidates[k] if v != a[k])
-            extra = [Eq(o, int(a[o])) for o in self.knobs if o not in free] + [In(k, others)]
-            try:
-                got = self.sampler.sample(1, extra=extra, max_draws=1)
-            except (InfeasibleSpaceError, SolverTimeoutError):
+            kind = self.topology.kind(k)
+            if kind == "perm":
+                swapped = swap_move(a, self.topology.group(k), self.rng, knob=k)
+                got = self._with(a, swapped) if swapped is not None else None
+            elif kind == "choice":
+                value = choice_move(int(a[k]), self._candidates[k], self.rng)
+                got = self._with(a, {k: value}) if value is not None else None
+            else:
+                kind, got = self._draw(a, k)
+            if got is None:
+                self.invalid_moves += 1
                 continue
-            if got:
-                return got[0]
+            setattr(self, f"moves_{kind}", getattr(self, f"moves_{kind}") + 1)
+            return got
         return None
+
+    def _with(self, a: Mapping[str, int], values: Mapping[str, int]) -> Assignment | None:
+        """``a``'s knobs with ``values`` changed, completed; None if that is invalid."""
+        knobs = {k: int(a[k]) for k in self.knobs}
+        knobs.update(values)
+        return self.complete(knobs)
+
+    def _draw(self, a: Mapping[str, int], k: str) -> tuple[str, Assignment | None]:
+        """A RandSAT neighbour changing ``k`` (and a split partner, if it has one): the move's
+        kind (``factor`` with a partner, else ``discrete``) and the neighbour or None."""
+        free = {k}
+        if self.partners[k]:
+            free.add(self.partners[k][int(self.rng.integers(len(self.partners[k])))])
+        kind = "factor" if len(free) > 1 else "discrete"
+        others = tuple(v for v in self._candidates[k] if v != a[k])
+        extra = [Eq(o, int(a[o])) for o in self.knobs if o not in free] + [In(k, others)]
+        try:
+            got = self.sampler.sample(1, extra=extra, max_draws=1)
+        except (InfeasibleSpaceError, SolverTimeoutError):
+            return kind, None
+        return kind, (got[0] if got else None)
 
     def propose(self, n: int, *, exclude: Collection[tuple[int, ...]]) -> list[dict[str, int]]:
         if n <= 0:
