@@ -516,3 +516,72 @@ OPERATORS["depthwise_c2d"] = (
     depthwise_c2d,
     ("N", "H", "W", "C", "KH", "KW", "stride", "pad", "dilation"),
 )
+
+
+# -- requantisation epilogue ----------------------------------------------------------------------
+
+
+def requantize(
+    compute: Sequence[te.Tensor],
+    shift: int,
+    *,
+    bias: bool = False,
+    clip: tuple[int, int] | None = (-128, 127),
+    out_dtype: str = "int8",
+) -> list[te.Tensor]:
+    """An int32 matrix product or convolution followed by an int8 requantisation epilogue:
+    ``E = cast(clip((C + bias[co]) >> shift, lo, hi), out_dtype)``, elementwise over the
+    output ``C`` of ``compute`` (the last tensor of e.g. :func:`gemm`, :func:`bmm`,
+    :func:`c2d` with ``dtype="int8-int8"``).
+
+    The epilogue is one TE stage after the reduction (``tirx`` ``+``, ``>>`` (arithmetic on
+    int32), ``min``, ``max``, cast), the standard VTA epilogue (vta.md §2.4) that the VTA
+    target lowers to ALU instructions on the accumulator and one int8 store; any other target
+    fuses it as an element-wise epilogue.
+
+    Args:
+        compute: ``[inputs..., C]`` with ``C`` an int32 tensor whose last dimension is the
+            output channel (``N`` of a GEMM, ``CO`` of an NHWC convolution).
+        shift: arithmetic right shift, ``0 ≤ shift < 32`` (``0``: no shift op).
+        bias: add a per-output-channel int32 ``bias (C.shape[-1],)`` before the shift (a new
+            input, placed after the compute's inputs).
+        clip: ``(lo, hi)``: ``max(min(x, hi), lo)`` before the cast; None for none (the cast
+            then wraps, keeping the low bits, as a VTA store does).
+        out_dtype: ``"int8"`` (the requantised result) or ``"int32"`` (no narrowing).
+
+    Returns:
+        ``[inputs..., (bias,) E]``: ``E`` has ``C``'s shape and ``out_dtype``; ``C`` becomes
+        an intermediate stage. FLOP count: the compute's plus one per output element.
+
+    Raises:
+        InvalidComputeError: an empty ``compute``, a shift outside ``[0, 32)``, ``lo > hi``.
+        UnsupportedDtypeError: ``C`` is not int32, or ``out_dtype`` not int8/int32.
+    """
+    if not compute or not isinstance(compute[-1], te.Tensor):
+        raise InvalidComputeError("requantize needs a compute list ending with its output")
+    *inputs, C = compute
+    if str(C.dtype) != "int32":
+        raise UnsupportedDtypeError(f"requantize needs an int32 result, {C.name} is {C.dtype}")
+    if out_dtype not in ("int8", "int32"):
+        raise UnsupportedDtypeError(f"requantize writes int8 or int32, not {out_dtype!r}")
+    if not isinstance(shift, int) or not 0 <= shift < 32:
+        raise InvalidComputeError(f"shift={shift!r} must be an integer in [0, 32)")
+    if clip is not None and not (
+        isinstance(clip[0], int) and isinstance(clip[1], int) and clip[0] <= clip[1]
+    ):
+        raise InvalidComputeError(f"clip={clip!r} must be (lo, hi) integers with lo <= hi")
+    shape = [int(s) for s in C.shape]
+    B = te.placeholder((shape[-1],), "int32", name="bias") if bias else None
+
+    def body(*idx: Any) -> Any:
+        x = C[idx]
+        if B is not None:
+            x = x + B[idx[-1]]
+        if shift:
+            x = x >> shift
+        if clip is not None:
+            x = tirx.max(tirx.min(x, clip[1]), clip[0])
+        return x.astype(out_dtype) if out_dtype != "int32" else x
+
+    E = te.compute(shape, body, name="E")
+    return [*inputs, *([B] if B is not None else []), E]

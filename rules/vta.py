@@ -1,5 +1,6 @@
-"""VTA rules: tile a GEMM, a batched GEMM or a 2-D convolution into VTA tiles and constrain
-the tiles by VTA's buffers and ISA.
+"""VTA rules: tile a GEMM, a batched GEMM or a 2-D convolution (optionally followed by an
+element-wise requantisation epilogue) into VTA tiles and constrain the tiles by VTA's buffers
+and ISA.
 
 The stage ``C[i, j] += A[i, k] * B[j, k]`` (already matched by
 :class:`~heronlike.rules.tensorize.Tensorize` onto the ``BATCH × BLOCK_OUT × BLOCK_IN`` GEMM
@@ -31,13 +32,27 @@ as ``j`` and ``ci`` as ``k`` above; the kernel window ``rh, rw`` stays whole ins
 
 ``n  h.S0  w.S0  co.S0  co.V  ci.R0 | ci.R1  rw  rh  h.S1  w.S1  co.S1 | co.T  ci.T``
 
+**Epilogue** (``heronlike.ops.requantize``, or any element-wise stages after the matched one,
+inlined into one output stage by ``AlwaysInline``): read as a chain of VTA ALU operations on
+the accumulator (:func:`_epilogue`): ``+ bias[co]`` (a 1-D int32 parameter indexed by the
+output channel), ``± c``, ``>> c``, ``min(·, c)``, ``max(·, c)`` with ``c`` a 16-bit signed
+immediate, then a cast to int8 (one 8-bit store per tile) or none (an int32 result: four byte
+planes). Anything else (a multiply, a reduction, another output, a read of ``C`` elsewhere
+than its own element) is an ``UnsupportedComputeError`` naming it. The epilogue stage is
+fused into the accumulator stage: ``reverse_compute_at`` at ``j.V`` (each thread's finished
+output tile, where the ALU runs), and the space is otherwise unchanged; its operations are
+``vta.*`` compute constants (``out_int8``, ``bias``, ``bias_arg``, ``alu_ops``,
+``alu{i}_op``/``_imm``/``_src``).
+
 Tile sizes in elements of the buffers: input ``tile_m · tile_k`` (C2D: ``tile_k`` channel
 blocks of the ``in_tile_h × in_tile_w`` input window, ``in_tile_h = (h.S1 − 1)·stride +
 (KH − 1)·dilation + 1``), weight ``tile_n · tile_k`` (C2D: ``× KH·KW``), accumulator ``tile_m ·
 tile_n``. :class:`VTABufferLimits` bounds them (Heron Table 3 plus what it left out):
 
-* input, weight, accumulator bytes × vthreads ≤ each buffer's capacity (C5);
-* micro-ops resident at once (GEMM and ALU kernels of every thread) ≤ the micro-op buffer;
+* input, weight, accumulator bytes × vthreads ≤ each buffer's capacity (C5); with a bias the
+  accumulator holds ``(tile_m + 1) · tile_n`` per thread (the bias tile beside the output tile);
+* micro-ops resident at once (GEMM and ALU kernels of every thread, plus the ``tile_n``-micro-op
+  bias-add kernel with a bias) ≤ the micro-op buffer;
 * instruction fields within their encoding widths: ``iter_out``/``iter_in`` (14 bits), the
   folded loop's index factors (accumulator and input index widths);
 * **accumulator hazard**, exactly as the hardware needs it (vta.md §2.2, §2.5; Heron's
@@ -58,9 +73,12 @@ This module knows VTA only through :class:`VTALimits` (plain numbers the target 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
 
 from heronlike.csp import Eq, In, Le, Prod, Select, Sum
-from heronlike.errors import UnsupportedComputeError, UnsupportedShapeError
+from heronlike.errors import UnsupportedComputeError, UnsupportedDtypeError, UnsupportedShapeError
 from heronlike.intrinsic import structural_match
 from heronlike.template import Choice, PackedLayout, Sym
 
@@ -96,6 +114,10 @@ CONV_PARAMS = (
 )
 #: ``vta.kind`` values (as :mod:`heronlike.dla_targets.vta.lowering`)
 KIND_GEMM, KIND_BMM, KIND_C2D = 0, 1, 2
+#: ``vta.alu{i}_op`` values: VTA's ALU opcodes (vta.md §2.3; as ``dla_targets.vta.isa.AluOp``)
+ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR = 0, 1, 2, 3
+#: ``vta.alu{i}_src`` values: the second operand is the immediate or the bias tile
+SRC_IMM, SRC_BIAS = 0, 1
 #: largest zero padding one VTA LOAD adds per side (4-bit pad fields, vta.md §2.3)
 MAX_PAD = 15
 
@@ -115,6 +137,8 @@ class VTALimits:
         hazard_distance: smallest legal distance between GEMM writes of one accumulator (3).
         block_in, block_out: the intrinsic's k and n (16, 16).
         max_vthreads: virtual threads the space may use (2).
+        alu_imm_bits: width of the ALU's signed immediate (16); acc_bits: accumulator lane
+            width (32, the largest shift + 1).
     """
 
     inp_bytes: int
@@ -133,6 +157,40 @@ class VTALimits:
     block_in: int
     block_out: int
     max_vthreads: int = 2
+    alu_imm_bits: int = 16
+    acc_bits: int = 32
+
+
+@dataclass(frozen=True)
+class _Epilogue:
+    """An element-wise epilogue after the matched stage, as VTA ALU work (module docstring).
+
+    Attributes:
+        stage: the output stage (the other epilogue stages are inlined into it).
+        ops: ``(ALU opcode, immediate, operand)`` in execution order (innermost first);
+            operand :data:`SRC_IMM` or :data:`SRC_BIAS` (immediate ignored).
+        out_int8: the result is cast to int8 (one 8-bit store) rather than kept int32.
+        bias: name of the per-output-channel int32 bias parameter, or None.
+        bias_arg: its position among the compute's parameters (-1 without bias).
+    """
+
+    stage: str
+    ops: tuple[tuple[int, int, int], ...]
+    out_int8: bool
+    bias: str | None
+    bias_arg: int
+
+    def constants(self) -> dict[str, int]:
+        """The ``vta.*`` compute constants that describe it to the code generator."""
+        out = {
+            "out_int8": int(self.out_int8),
+            "bias": int(self.bias is not None),
+            "bias_arg": self.bias_arg,
+            "alu_ops": len(self.ops),
+        }
+        for i, (op, imm, src) in enumerate(self.ops):
+            out.update({f"alu{i}_op": op, f"alu{i}_imm": imm, f"alu{i}_src": src})
+        return out
 
 
 @dataclass
@@ -150,6 +208,148 @@ class _Shape:
     w: str = ""
     rh: str = ""
     rw: str = ""
+    epilogue: _Epilogue | None = None
+
+
+_EPILOGUE_FORM = (
+    "the VTA target fuses an element-wise epilogue made of a per-output-channel int32 bias "
+    "add, + or - a constant, >> a constant, min/max with constants and a final cast to int8 "
+    "or none (int32) (VTA ALU ADD, SHR, MIN, MAX on the accumulator, vta.md §2.3, §2.4)"
+)
+
+
+def _epilogue(
+    ctx: RuleContext, stage: str, after: list[str], n_axis: str, lim: VTALimits
+) -> _Epilogue:
+    """Read the epilogue stages ``after`` the matched ``stage`` as a chain of ALU operations.
+
+    The epilogue stages are inlined into the output stage on a scratch schedule (as
+    :class:`~heronlike.rules.inline.AlwaysInline` will inline them in the template), and the
+    output's value is read as ``cast(op_n(… op_1(C[idx]) …))``: each ``op`` is ``x + bias[co]``
+    (a 1-D int32 parameter indexed by the output channel), ``x ± c``, ``x >> c``
+    (``0 ≤ c < acc_bits``), ``min(x, c)`` or ``max(x, c)`` with ``c`` a signed
+    ``alu_imm_bits``-bit constant; the final cast is to int8 (int32 output: no cast).
+
+    Raises:
+        UnsupportedComputeError: a reduction after the stage, more than one output, an
+            epilogue that reads ``C`` elsewhere than at its own element, another operation,
+            a constant outside the ALU immediate, two different bias tensors.
+        UnsupportedDtypeError: an output dtype other than int8 or int32.
+    """
+    import tvm
+    from tvm import s_tir
+
+    dag = ctx.dag
+    mac = dag.stage(stage)
+    c_buf = mac.write.buffer
+    reducing = [s for s in after if dag.stage(s).is_reduction]
+    outputs = [s for s in after if dag.stage(s).is_output]
+    if reducing or mac.is_output or len(outputs) != 1:
+        raise UnsupportedComputeError(
+            f"{_EPILOGUE_FORM}, with one output; after stage {stage} the compute has "
+            f"{', '.join(after)} (reductions: {reducing or 'none'}, outputs: "
+            f"{', '.join(s for s in [stage, *after] if dag.stage(s).is_output)})"
+        )
+    (out,) = outputs
+    sch = s_tir.Schedule(dag.func)
+    for s in after:
+        if s != out:
+            try:
+                sch.compute_inline(sch.get_sblock(s))
+            except (s_tir.ScheduleError, tvm.error.TVMError):
+                raise UnsupportedComputeError(
+                    f"{_EPILOGUE_FORM}; stage {s} cannot be inlined into {out}"
+                ) from None
+    block = sch.get(sch.get_sblock(out))
+    store = block.body
+    ivars = [iv.var for iv in block.iter_vars]
+    c_dim = mac.write.axes.index(n_axis)
+    c_shape = tuple(int(d) for d in mac.write.shape)
+    out_shape = tuple(int(d) for d in store.buffer.shape)
+    if out_shape != c_shape or not _plain(store.indices, ivars):
+        raise UnsupportedComputeError(
+            f"{_EPILOGUE_FORM}; output {store.buffer.name} {out_shape} is not element-wise "
+            f"over {c_buf} {c_shape}"
+        )
+    params = [p.name for p in dag.params]
+    imm_lo, imm_hi = -(1 << (lim.alu_imm_bits - 1)), (1 << (lim.alu_imm_bits - 1)) - 1
+    biases: set[str] = set()
+
+    def fail(e: Any, why: str = "") -> UnsupportedComputeError:
+        what = why or f"{e} is none of these"
+        return UnsupportedComputeError(
+            f"{_EPILOGUE_FORM}; stage {out} computes {store.value}: {what}"
+        )
+
+    def const(e: Any, lo: int = imm_lo, hi: int = imm_hi) -> int | None:
+        if type(e).__name__ != "IntImm":
+            return None
+        v = int(e.value)
+        if not lo <= v <= hi:
+            raise fail(e, f"constant {v} outside [{lo}, {hi}]")
+        return v
+
+    def is_bias(e: Any) -> bool:
+        if type(e).__name__ != "TensorLoad" or e.source.name not in params:
+            return False
+        src = e.source
+        ok = (
+            src.name not in dag.outputs
+            and str(e.ty) == "int32"
+            and tuple(int(d) for d in src.shape) == (c_shape[c_dim],)
+            and _plain(e.indices, [ivars[c_dim]])
+        )
+        if ok:
+            biases.add(src.name)
+        return ok
+
+    def walk(e: Any) -> list[tuple[int, int, int]]:
+        kind = type(e).__name__
+        if kind == "TensorLoad" and e.source.name == c_buf and _plain(e.indices, ivars):
+            return []
+        if kind == "Cast" and str(e.ty) == "int32" and str(e.value.ty) == "int32":
+            return walk(e.value)
+        if kind in ("Add", "Min", "Max"):
+            op = {"Add": ALU_ADD, "Min": ALU_MIN, "Max": ALU_MAX}[kind]
+            for x, y in ((e.a, e.b), (e.b, e.a)):
+                v = const(y)
+                if v is not None:
+                    return [*walk(x), (op, v, SRC_IMM)]
+                if op == ALU_ADD and is_bias(y):
+                    return [*walk(x), (ALU_ADD, 0, SRC_BIAS)]
+        if kind == "Sub":
+            v = const(e.b, -imm_hi, -imm_lo)
+            if v is not None:
+                return [*walk(e.a), (ALU_ADD, -v, SRC_IMM)]
+        if kind == "RShift":
+            v = const(e.b, 0, lim.acc_bits - 1)
+            if v is not None:
+                return [*walk(e.a), (ALU_SHR, v, SRC_IMM)]
+        raise fail(e)
+
+    value, dtype = store.value, str(store.buffer.dtype)
+    if dtype == "int8":
+        if type(value).__name__ != "Cast" or str(value.value.ty) != "int32":
+            raise fail(value, "an int8 result must be a cast of the int32 epilogue")
+        ops = walk(value.value)
+    elif dtype == "int32":
+        ops = walk(value)
+    else:
+        raise UnsupportedDtypeError(
+            f"the VTA target stores an epilogue's result as int8 (one 8-bit store) or int32 "
+            f"(four byte planes); stage {out} writes {dtype}"
+        )
+    if len(biases) > 1:
+        raise fail(value, f"one bias tensor at most, not {sorted(biases)}")
+    bias = next(iter(biases), None)
+    return _Epilogue(
+        out, tuple(ops), dtype == "int8", bias, params.index(bias) if bias is not None else -1
+    )
+
+
+def _plain(indices: Any, ivars: list[Any]) -> bool:
+    """``indices`` are exactly the variables ``ivars``, in order."""
+    return len(indices) == len(ivars) and all(i.same_as(v) for i, v in zip(indices, ivars))
 
 
 def _conv_geometry(ctx: RuleContext, stage: str, a_access: object) -> tuple[dict[str, int], ...]:
@@ -172,11 +372,15 @@ def _conv_geometry(ctx: RuleContext, stage: str, a_access: object) -> tuple[dict
 
 
 def _analyse(ctx: RuleContext, stage: str, lim: VTALimits) -> _Shape:
-    """Classify the matched stage: GEMM, batched GEMM or NHWC 2-D convolution.
+    """Classify the matched stage: GEMM, batched GEMM or NHWC 2-D convolution, and the
+    epilogue after it if any (:func:`_epilogue`).
 
     Raises:
-        UnsupportedComputeError: other stages (an epilogue), more than one batch axis, a
-            convolution of other than 2 spatial dimensions or with non-affine input indices.
+        UnsupportedComputeError: other stages (besides the input's zero padding and the
+            epilogue), an epilogue the ALU cannot run (:func:`_epilogue`), more than one batch
+            axis, a convolution of other than 2 spatial dimensions or with non-affine input
+            indices.
+        UnsupportedDtypeError: an epilogue result other than int8 or int32.
         UnsupportedShapeError: a convolution with batch ≠ 1, or padding a VTA LOAD cannot add
             (more than 15, or wider than the kernel window so a tile would read only padding).
     """
@@ -187,11 +391,13 @@ def _analyse(ctx: RuleContext, stage: str, lim: VTALimits) -> _Shape:
     a_acc, _, roles = found
     others = [s for s in ctx.dag.stages if s.name != stage]
     producers = {s.name for s in others if s.write.buffer == a_acc.buffer and s.is_injective}
-    extra = [s.name for s in others if s.name not in producers]
+    after = sorted(nx.descendants(ctx.dag.graph, stage))
+    extra = [s.name for s in others if s.name not in producers and s.name not in after]
     if extra or len(producers) > 1:
         raise UnsupportedComputeError(
-            "the VTA target runs a GEMM, batched GEMM or 2-D convolution alone (no epilogue "
-            "stage yet); the compute has " + ", ".join(s.name for s in ctx.dag.stages)
+            "the VTA target runs a GEMM, batched GEMM or 2-D convolution, alone or followed by "
+            "an element-wise requantisation epilogue; the compute has "
+            + ", ".join(s.name for s in ctx.dag.stages)
         )
     if len(roles["n"]) != 1 or len(roles["k"]) != 1 or len(roles["m"]) != 1:
         raise UnsupportedComputeError(
@@ -200,14 +406,15 @@ def _analyse(ctx: RuleContext, stage: str, lim: VTALimits) -> _Shape:
         )
     ext = {ax.name: int(ax.extent) for ax in st.stage.axes}
     m, n, k = roles["m"][0], roles["n"][0], roles["k"][0]
+    epi = _epilogue(ctx, stage, after, n, lim) if after else None
     compound = [ax.name for ax in st.stage.axes if ax.name not in (m, n, k, *roles["batch"])]
     if not compound:
         if len(roles["batch"]) > 1:
             raise UnsupportedComputeError(f"stage {stage}: one batch axis at most, not {roles}")
         if roles["batch"]:
             b = roles["batch"][0]
-            return _Shape(KIND_BMM, m, n, k, batch_axis=b, batch=ext[b])
-        return _Shape(KIND_GEMM, m, n, k)
+            return _Shape(KIND_BMM, m, n, k, batch_axis=b, batch=ext[b], epilogue=epi)
+        return _Shape(KIND_GEMM, m, n, k, epilogue=epi)
     geo = _conv_geometry(ctx, stage, a_acc)
     if roles["batch"] or len(geo) != 4 or len(compound) != 4:
         raise UnsupportedComputeError(
@@ -251,7 +458,16 @@ def _analyse(ctx: RuleContext, stage: str, lim: VTALimits) -> _Shape:
             f"needs padding ≤ (kernel − 1)·dilation = {window} (no tile of pure padding)"
         )
     return _Shape(
-        KIND_C2D, m, n, k, conv=conv, h=h["axis"], w=w["axis"], rh=rh["axis"], rw=rw["axis"]
+        KIND_C2D,
+        m,
+        n,
+        k,
+        conv=conv,
+        h=h["axis"],
+        w=w["axis"],
+        rh=rh["axis"],
+        rw=rw["axis"],
+        epilogue=epi,
     )
 
 
@@ -330,6 +546,10 @@ class VTAGemmTiling(Rule):
         ctx.step("reorder", Choice(order, tuple(tuple(Sym(lp.sym) for lp in o) for o in orders)))
         st.loops = list(orders[0])
         ctx.step("annotate", Sym(j_v.sym), "vta.virtual_thread", 1)
+        epi = shape.epilogue
+        if epi is not None:
+            # the epilogue runs on the finished output tile of each thread (its ALU work)
+            ctx.step("reverse_compute_at", ctx.block(epi.stage), Sym(j_v.sym))
         # aliases the code generator reads (knobs stay the split parts)
         alias: dict[str, str] = {
             "tile_m": str(tile_m),
@@ -353,10 +573,13 @@ class VTAGemmTiling(Rule):
             "kind": shape.kind,
             "batch": shape.batch,
             **shape.conv,
+            **(epi.constants() if epi is not None else {}),
         }
         for name, value in consts.items():
             csp.var(f"vta.{name}", value, value, doc="compute constant")
         names = PARAMS + (CONV_PARAMS if conv else ())
+        if epi is not None:
+            names += tuple(c for c in epi.constants() if c not in names)
         st.extra["vta"] = {name: f"vta.{name}" for name in names}
 
 
@@ -414,10 +637,16 @@ class VTABufferLimits(ConstraintRule):
             inp_factors = (vt, tm, tk, lim.inp_elem_bytes)
             wgt_factors = (vt, tn, tk, lim.wgt_elem_bytes)
             iterations = 1
+        bias = "vta.bias" in csp.vars and csp.vars["vta.bias"].lo == 1
+        acc_factors: tuple[str | int, ...] = (vt, tm, tn, lim.acc_elem_bytes)
+        if bias:  # the bias tile (tile_n elements) sits beside each thread's output tile
+            rows = csp.var("vta.acc_rows", 2, hi[tm] + 1, doc="output rows + the bias row")
+            csp.add(Sum(rows, (tm, 1)))
+            acc_factors = (vt, rows, tn, lim.acc_elem_bytes)
         for name, factors, cap in (
             ("vta.inp_bytes", inp_factors, lim.inp_bytes),
             ("vta.wgt_bytes", wgt_factors, lim.wgt_bytes),
-            ("vta.acc_bytes", (vt, tm, tn, lim.acc_elem_bytes), lim.acc_bytes),
+            ("vta.acc_bytes", acc_factors, lim.acc_bytes),
         ):
             csp.add(Le(prod(name, factors, "bytes live in the buffer, all threads"), cap))
         out_tile = prod("vta.acc_tile", (tm, tn), "accumulator elements of one thread's tile")
@@ -433,7 +662,8 @@ class VTABufferLimits(ConstraintRule):
         csp.add(Prod("vta.hazard", ("vta.gemm_repeats", "vta.hazard_short")))
         csp.add(Le("vta.hazard", 0))
         # micro-ops resident at once: per thread one GEMM kernel (tile_m·tile_n micro-ops, or
-        # tile_n folded; C2D KH·tile_m·tile_n) and one ALU kernel (tile_m·tile_n)
+        # tile_n folded; C2D KH·tile_m·tile_n), one ALU kernel (tile_m·tile_n) and, with a
+        # bias, the bias-add kernel (tile_n micro-ops, rows folded into iter_out)
         gemm_uops = csp.var(
             "vta.gemm_uops", 1, hi[tm] * hi[tn] * max(1, iterations), doc="GEMM kernel micro-ops"
         )
@@ -442,9 +672,12 @@ class VTABufferLimits(ConstraintRule):
         else:
             csp.add(Select(gemm_uops, fold, (out_tile, tn)))
         per_thread = csp.var(
-            "vta.thread_uops", 1, csp.vars[gemm_uops].hi + hi[tm] * hi[tn], doc="micro-ops/thread"
+            "vta.thread_uops",
+            1,
+            csp.vars[gemm_uops].hi + hi[tm] * hi[tn] + (hi[tn] if bias else 0),
+            doc="micro-ops/thread",
         )
-        csp.add(Sum(per_thread, (gemm_uops, out_tile)))
+        csp.add(Sum(per_thread, (gemm_uops, out_tile, tn) if bias else (gemm_uops, out_tile)))
         csp.add(Le(prod("vta.uops", (vt, per_thread), "micro-ops resident"), lim.uop_depth))
         # instruction fields: GEMM iter_out = tile_k, iter_in = tile_m when folded, and the
         # folded loop's factors dst_factor_in = tile_n (ACC index), src_factor_in = tile_k (INP)

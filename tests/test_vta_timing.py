@@ -23,11 +23,12 @@ from heronlike.dla_targets.vta import (
 )
 from heronlike.dla_targets.vta.examples import gemm_program, pack_gemm_operands
 from heronlike.dla_targets.vta.fast_timing import program_columns, time_program_fast
-from heronlike.dla_targets.vta.isa import FinishInsn
+from heronlike.dla_targets.vta.isa import AluInsn, FinishInsn
 from heronlike.dla_targets.vta.lowering import (
     GemmParams,
     build_vta,
     gemm_int32_program,
+    pack_bias,
     pack_inputs,
 )
 from heronlike.dla_targets.vta.report import report_dict
@@ -133,6 +134,50 @@ def test_vectorised_costs_equal_timing_cost():
             assert cols.pre.tolist() == [c.pre for c in want]
             assert cols.beats.tolist() == [c.beats for c in want]
             assert cols.dma_bytes.tolist() == [c.dma_bytes for c in want]
+
+
+def _lowered_epilogue(n, seed):
+    """Programs of sampled schedules of requantised computes (ALU epilogue, bias ACC loads,
+    one int8 store per tile; int32 byte planes after a bias add)."""
+    computes = (
+        ops.requantize(ops.gemm(64, 64, 64, S8), 8, bias=True),
+        ops.requantize(ops.bmm(2, 16, 32, 32, S8), 6, bias=True, clip=(0, 127)),
+        ops.requantize(
+            ops.c2d(1, 8, 8, 16, 32, 3, 3, 1, 1, dtype=S8),
+            0,
+            bias=True,
+            clip=None,
+            out_dtype="int32",
+        ),
+    )
+    out = []
+    for compute in computes:
+        space = generate_space(compute, "vta")
+        out += [GemmParams.from_assignment(a) for a in RandSAT(space.csp, seed=seed).sample(n)]
+    return out
+
+
+def test_timing_only_equals_reference_on_epilogue_programs():
+    """The epilogue's ALU instructions and bias loads (compute engine) cost the same in the
+    vectorised columns as in :func:`timing.cost`, and the timing-only simulator gives the
+    reference's report, also against the full simulation with numerics."""
+    params = _lowered_epilogue(4, seed=7)
+    assert {p.planes for p in params} == {1, 4} and all(p.bias for p in params)
+    for p in params:
+        program = gemm_int32_program(p)
+        assert any(isinstance(i, AluInsn) and not i.use_imm for i in program.instructions)
+        for t in PROFILES:
+            fast = time_program_fast(program, t)
+            assert fast == _reference_timing(program, t)
+            assert fast.lower_bound_cycles <= fast.cycles <= fast.serial_cycles
+            cols = program_columns(program, t)
+            want = [cost(i, program.config, t) for i in program.instructions]
+            assert cols.pre.tolist() == [c.pre for c in want]
+            assert cols.beats.tolist() == [c.beats for c in want]
+        if p.kind == 0:  # numerics on (GEMM operands, a bias)
+            x, w = _operands(64, 64, 64, seed=3)
+            inputs = {**pack_inputs(x, w), "bias": pack_bias(np.arange(64, dtype=np.int32))}
+            assert time_program(program) == simulate(program, inputs).report
 
 
 def _errors(program, t):

@@ -43,7 +43,7 @@ import numpy as np
 from heronlike.errors import HeronlikeError
 
 from .config import VTAConfig
-from .lowering import KIND_C2D, GemmParams, gemm_int32_program
+from .lowering import KIND_C2D, SRC_BIAS, GemmParams, epilogue_of, gemm_int32_program
 from .simulator import time_program
 from .timing import TimingParams
 
@@ -67,13 +67,14 @@ def compute_params(compute: Sequence[object], target: str = "vta") -> GemmParams
     from heronlike.space import generate_space
 
     csp = generate_space(list(compute), target).csp
+    fixed = {name: v.lo for name, v in csp.vars.items() if name.startswith("vta.") and v.lo == v.hi}
     consts = {
-        name[4:]: v.lo
-        for name, v in csp.vars.items()
-        if name.startswith("vta.") and v.lo == v.hi and name[4:] in GemmParams.__dataclass_fields__
+        name[4:]: v
+        for name, v in fixed.items()
+        if name[4:] in GemmParams.__dataclass_fields__ and name != "vta.epilogue"
     }
     tiles = {"tile_m": 1, "tile_n": 1, "tile_k": 1, "tile_h": 1, "tile_w": 1}
-    return GemmParams(**{**tiles, **consts})
+    return GemmParams(**{**tiles, **consts, "epilogue": epilogue_of(fixed)})
 
 
 def autotvm_space(geometry: GemmParams) -> Iterator[GemmParams]:
@@ -116,7 +117,8 @@ def space_size(geometry: GemmParams) -> int:
 def cycle_lower_bound(p: GemmParams, config: VTAConfig, timing: TimingParams) -> int:
     """A lower bound on the simulated cycles of ``p``'s program without building it (vta.md
     §4.3 bounds): the largest of (a) the compute engine's busy time, in order, of the reset
-    GEMMs, GEMMs and ALU passes the lowering emits (:func:`~.timing.loop_cost`); (b) the load
+    GEMMs, GEMMs and ALU passes (byte-plane shifts, epilogue) the lowering emits
+    (:func:`~.timing.loop_cost`); (b) the load
     engine's busy time for input and weight loads when K spans several tiles (GEMM/BMM); (c)
     the instruction fetch beats on the shared port. Token no-ops and micro-op loads excluded.
 
@@ -145,7 +147,12 @@ def cycle_lower_bound(p: GemmParams, config: VTAConfig, timing: TimingParams) ->
         reset = t.gemm_fill + acc + t.loop_refill * (refill_in - 1)
         gemm = t.gemm_fill + tk * acc + t.loop_refill * (tk * refill_in - 1)
     alu = t.alu_fill + t.alu_imm_cycles_per_uop * acc
-    compute = tiles * (reset + ko * gemm + 3 * alu)
+    # ALU passes per tile: the byte-plane shifts (int32 result) and the epilogue's operations
+    # (a bias ADD reads a tensor operand over tile_n micro-ops × tile_m rows)
+    bias_add = t.alu_fill + t.alu_cycles_per_uop * acc + t.loop_refill * (tm - 1)
+    epi = [bias_add if src == SRC_BIAS else alu for _, _, src in p.epilogue]
+    n_alu = p.planes - 1 + len(epi)
+    compute = tiles * (reset + ko * gemm + (p.planes - 1) * alu + sum(epi))
     load = 0
     if ko > 1 and p.kind != KIND_C2D:
         bus = cfg.bus_bytes
@@ -155,7 +162,7 @@ def cycle_lower_bound(p: GemmParams, config: VTAConfig, timing: TimingParams) ->
         per += tn * (t.read_row_overhead + w_row)
         load = tiles * ko * per
     loads_per_tile = loads * ko if ko > 1 else 0  # K in one tile: operands may stay resident
-    insns = tiles * (1 + ko + loads_per_tile + 3 + 4 * stores)
+    insns = tiles * (1 + ko + loads_per_tile + n_alu + p.planes * stores)
     fetch = insns * math.ceil(t.fetch_bytes_per_insn / cfg.bus_bytes)
     return max(compute, load, fetch)
 

@@ -7,9 +7,10 @@ simulator (:func:`~.simulator.time_program`, fast: no numerics). The latency is
 do not change it), never host time.
 
 **When the numerics run** (``check``). The full, bit-exact simulation packs the logical inputs
-of ``args_path`` (``arg0`` = X, ``arg1`` = W; the output argument is ignored: the program's
-``C`` buffer starts filled with a poison pattern instead, so a byte it never writes fails the
-check), simulates numerics and cycles together, and compares the int32 result with the single
+of ``args_path`` (``arg0`` = X, ``arg1`` = W, and ``arg{bias_arg}`` = the epilogue's bias if
+it has one; the output argument is ignored: the program's ``C`` buffer starts filled with a
+poison pattern instead, so a byte it never writes fails the check), simulates numerics and
+cycles together, and compares the result (int32, or int8 after an epilogue) with the single
 output of ``expected_path`` bit-exactly (:func:`heronlike.measure.check.compare`). It costs
 10–100× the timing-only run, so by default (``check="best"``) it runs only where a result
 depends on it:
@@ -51,7 +52,7 @@ from heronlike.measure.check import compare, poison
 from heronlike.measure.kinds import ErrorKind
 from heronlike.measure.runner import OnRunResult, RunInput, RunResult, short_error
 
-from .lowering import GemmParams, load_artifact, pack_inputs, unpack_int32_output
+from .lowering import GemmParams, load_artifact, pack_bias, pack_inputs, unpack_output
 from .program import Program
 from .report import SimReport, report_dict
 from .simulator import VTATimeoutError, simulate, time_program
@@ -63,9 +64,10 @@ CHECK_POLICIES = ("always", "best", "never")
 
 def structure_key(params: GemmParams) -> tuple[int, ...]:
     """The lowering's code path for ``params``: (compute kind, vthreads, order, fold, K in
-    one tile)."""
+    one tile, stores per tile, bias)."""
     kind = int(getattr(params, "kind", 0))
-    return (kind, params.vthreads, params.order, params.fold, int(params.k_blocks == params.tile_k))
+    k_once = int(params.k_blocks == params.tile_k)
+    return (kind, params.vthreads, params.order, params.fold, k_once, params.planes, params.bias)
 
 
 class VTARunner:
@@ -133,7 +135,9 @@ class VTARunner:
             or cycles <= self._best_cycles
         )
 
-    def _simulate_numerics(self, program: Program, inp: RunInput, left_s: float) -> str | None:
+    def _simulate_numerics(
+        self, program: Program, params: GemmParams, inp: RunInput, left_s: float
+    ) -> str | None:
         """Full simulation and output check: None if it matches, else the mismatch message.
         Raises what :func:`simulate` raises, and ValueError for a malformed expected file."""
         exp = self._arrays(str(inp.expected_path))
@@ -142,6 +146,8 @@ class VTARunner:
         expected = next(iter(exp.values()))
         args = self._arrays(inp.args_path)
         packed = pack_inputs(args["arg0"], args["arg1"], program.config)
+        if params.bias:
+            packed["bias"] = pack_bias(args[f"arg{params.bias_arg}"], program.config)
         c_buf = program.buffers["C"]
         c0 = poison(np.zeros(c_buf.shape, c_buf.dtype))
         full = simulate(
@@ -153,7 +159,7 @@ class VTARunner:
         )
         if full.report != self.reports[inp.artifact_path]:
             raise RuntimeError("timing-only and full simulation disagree (a simulator bug)")
-        return compare(unpack_int32_output(full.outputs["C"]), expected, inp.rtol)
+        return compare(unpack_output(full.outputs["C"], params.planes), expected, inp.rtol)
 
     def run_one(self, inp: RunInput) -> RunResult:
         """Simulate one candidate; never raises."""
@@ -175,7 +181,7 @@ class VTARunner:
             )
             self.reports[inp.artifact_path] = report
             if self._wants_numerics(inp, params, report.cycles):
-                msg = self._simulate_numerics(program, inp, left())
+                msg = self._simulate_numerics(program, params, inp, left())
                 checked = True
                 if msg is not None:
                     info = self._record(inp, report, checked, t0)

@@ -21,14 +21,18 @@ PYNQ-Z2 design, :class:`~.config.VTAConfig`). Only BATCH = 1 configurations are 
 Computes: int8 × int8 → int32 GEMM (``heronlike.ops.gemm``), batched GEMM (``ops.bmm``, one
 GEMM per batch) and 2-D convolution (``ops.c2d``, NHWC, batch 1, any stride and dilation,
 padding ≤ min(15, (kernel − 1)·dilation), lowered as an implicit GEMM with padded 2-D DMA
-loads; see :mod:`.lowering`). The convolution's weight is pre-packed once into VTA's
-``(CO/16, KH, KW, CI/16, 16, 16)`` tiles (``Space.packed``), as VTA's runtime packed weights.
+loads; see :mod:`.lowering`), each alone (an int32 result, stored as four byte planes) or
+followed by a requantisation epilogue (``ops.requantize``: per-channel int32 bias, ``>>``,
+clip, cast to int8) run by the ALU on the accumulator and stored once as int8. The
+convolution's weight is pre-packed once into VTA's ``(CO/16, KH, KW, CI/16, 16, 16)`` tiles
+(``Space.packed``), as VTA's runtime packed weights.
 
 Computes VTA cannot run are typed errors from :meth:`DLATarget.match`: float or uint8 operands
 are :class:`~heronlike.errors.UnsupportedDtypeError`, an N or K (CO or CI) that 16 does not
 divide is :class:`~heronlike.errors.UnsupportedShapeError`, as are a convolution batch ≠ 1 and
-padding a VTA LOAD cannot add; anything else (an epilogue stage, 1-D/3-D convolutions) is
-:class:`~heronlike.errors.UnsupportedComputeError` (from the rules).
+padding a VTA LOAD cannot add; an epilogue result other than int8/int32 is an
+``UnsupportedDtypeError``; anything else (an epilogue VTA's ALU cannot run, 1-D/3-D
+convolutions) is :class:`~heronlike.errors.UnsupportedComputeError` (from the rules).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.vta import VTABufferLimits, VTAGemmTiling, VTALimits
 from heronlike.target import DLATarget, MemoryLevel
 
-from .config import LOOP_ITER_BITS, MEM_SIZE_BITS, VTAConfig
+from .config import ALU_IMM_BITS, LOOP_ITER_BITS, MEM_SIZE_BITS, VTAConfig
 from .hazards import ACC_WAW_MIN_DISTANCE
 
 
@@ -179,6 +183,8 @@ class VTATarget(DLATarget):
             hazard_distance=ACC_WAW_MIN_DISTANCE,
             block_in=cfg.block_in,
             block_out=cfg.block_out,
+            alu_imm_bits=ALU_IMM_BITS,
+            acc_bits=cfg.acc_dtype.itemsize * 8,
         )
 
     def schedule_rules(self) -> Sequence[Rule]:
