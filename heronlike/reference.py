@@ -19,14 +19,23 @@ from .dag import ComputeDAG
 
 
 def random_inputs(dag: ComputeDAG, rng: np.random.Generator) -> list[np.ndarray]:
-    """One array per PrimFunc parameter, call order; outputs are zero-filled."""
+    """One array per PrimFunc parameter, call order; outputs are zero-filled.
+
+    Integer inputs of up to 16 bits span their whole range; wider ones (an int32 bias, an
+    int32 addend) are drawn from the int16 range, the scale of an int8 GEMM's accumulator, so
+    that an epilogue's shift and clip see values that do not all saturate (a full-range int32
+    bias would make nearly every requantised output ±127 and the correctness check weak).
+    Floating-point inputs are uniform in [-1, 1).
+    """
     arrays = []
     for p in dag.params:
         if p.name in dag.outputs:
             arrays.append(np.zeros(p.shape, p.dtype))
         elif np.issubdtype(np.dtype(p.dtype), np.integer):
             info = np.iinfo(p.dtype)
-            arrays.append(rng.integers(info.min, info.max, p.shape, dtype=p.dtype, endpoint=True))
+            lo, hi = (info.min, info.max) if info.bits <= 16 else (-(2**15), 2**15 - 1)
+            lo, hi = max(lo, info.min), min(hi, info.max)
+            arrays.append(rng.integers(lo, hi, p.shape, dtype=p.dtype, endpoint=True))
         else:
             arrays.append(rng.uniform(-1, 1, p.shape).astype(p.dtype))
     return arrays

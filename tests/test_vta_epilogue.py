@@ -357,3 +357,19 @@ def test_tune_with_epilogue(tmp_path, op, shape):
     ref = _requant(acc, b, 10, (-128, 127), "int8")
     np.testing.assert_array_equal(_run_sim(p, x, w, b), ref)
     assert report.bytes_by_counter["out_store_nbytes"] == ref.size
+
+
+def test_tune_inputs_keep_a_requantised_output_unsaturated():
+    """The tune's correctness check draws an int32 bias from the int16 range, so the int8
+    output of a requantised GEMM is not all ±127 (a full-range bias would make it so, and a
+    kernel that dropped the GEMM would still pass)."""
+    from heronlike.dag import ComputeDAG
+    from heronlike.reference import random_inputs, reference_outputs
+
+    dag = ComputeDAG.from_compute(ops.requantize(ops.gemm(16, 64, 64, "int8-int8"), 12, bias=True))
+    arrays = random_inputs(dag, np.random.default_rng(0))
+    bias = [a for p, a in zip(dag.params, arrays, strict=True) if a.dtype == np.int32]
+    assert bias and all(np.abs(b).max() < 2**15 for b in bias)
+    (out,) = reference_outputs(dag, arrays).values()
+    saturated = np.isin(out, (-128, 127)).mean()
+    assert saturated < 0.1, saturated  # a full-range int32 bias: ~1.0
