@@ -70,6 +70,11 @@ class TensorCoreTiling(Rule):
             1024 (MetaSchedule's GPU set goes that far) are left out: they unroll the
             cooperative fetch loops into registers, and in a measured sample 9 of 10 spilling
             candidates had them.
+        gather_unroll_steps: the candidates instead when an operand is gathered through a
+            zero-padding condition (a padded convolution's implicit GEMM): each unrolled fetch
+            iteration recomputes the im2col indices and bounds checks, and ptxas keeps them
+            live across the reduction loop. Of 270 sampled C1/C3 schedules (sm_90, nvcc 13)
+            13 spilled, 11 of them with step 64; the padded cases drop it.
         vector_bytes: the widest cooperative-fetch vector (16 bytes: ``ld.global.v4``).
         align_offsets: candidate row paddings (elements) of staged tiles (Heron's
             ``storage_align`` set); an offset must be a multiple of the fetch vector.
@@ -84,6 +89,7 @@ class TensorCoreTiling(Rule):
     def __init__(
         self,
         unroll_steps: Sequence[int] = (0, 16, 64),
+        gather_unroll_steps: Sequence[int] = (0, 16),
         vector_bytes: int = 16,
         align_offsets: Sequence[int] = (0, 8, 16, 24, 32, 48),
         accumulator_registers: int = 128,
@@ -92,6 +98,7 @@ class TensorCoreTiling(Rule):
         registers_per_thread: int = 255,
     ) -> None:
         self.unroll_steps = tuple(unroll_steps)
+        self.gather_unroll_steps = tuple(gather_unroll_steps)
         self.vector_bytes = vector_bytes
         self.align_offsets = tuple(align_offsets)
         self.accumulator_registers = accumulator_registers
@@ -263,10 +270,11 @@ class TensorCoreTiling(Rule):
         csp.add(Le(block_regs, self.registers_per_block))
 
         # unroll depth
+        steps = self.gather_unroll_steps if _gathers_padding(ctx, stage) else self.unroll_steps
         unroll = csp.var(
             f"{stage}.unroll",
             0,
-            len(self.unroll_steps) - 1,
+            len(steps) - 1,
             knob=True,
             doc="auto-unroll step",
             topology="categorical",
@@ -275,7 +283,7 @@ class TensorCoreTiling(Rule):
             "annotate",
             Sym(block_loop.sym),
             "pragma_auto_unroll_max_step",
-            Choice(unroll, self.unroll_steps),
+            Choice(unroll, steps),
         )
         ctx.step("annotate", Sym(block_loop.sym), "pragma_unroll_explicit", 0)
 
@@ -332,6 +340,12 @@ class TensorCoreTiling(Rule):
         row = dims[-1]
         itemsize = acc.itemsize
         lane_options = tuple(v for v in (1, 2, 4, 8, 16) if v * itemsize <= self.vector_bytes)
+        if itemsize == 2 and _gathers_padding(ctx, stage, acc.buffer):
+            # TVM 0.27 emits a 4-lane 16-bit select as a local ``half4`` struct, which ptxas
+            # kept in local memory (a 16-32 byte stack frame, reported as spills) in 3 of the 61
+            # sampled C1/C3 schedules with 4 lanes; with 1, 2 or 8 lanes only unroll-64
+            # schedules spilled (sm_90, nvcc 13)
+            lane_options = tuple(v for v in lane_options if v != 4)
         lanes = csp.var(f"{prefix}.vector", 1, max(lane_options), knob=True, doc="fetch vector")
         csp.add(In(lanes, lane_options))
         iters = csp.var(f"{prefix}.iterations", 1, _size(acc.shape), doc="fetch iterations")
@@ -406,6 +420,28 @@ class ApplyTensorCore(Rule):
         ctx.step("tensorize", Sym(st.level("T")[0].sym), member("compute"))
         assert st.write_back is not None
         ctx.step("tensorize_tile", st.write_back, wm, wn, member("store"), *c_dims)
+
+
+def _gathers_padding(ctx: RuleContext, stage: str, buffer: str | None = None) -> bool:
+    """True when a stage upstream of ``stage`` (of its operand ``buffer`` only, if given) is
+    data movement with a condition (zero padding: ``if_then_else``), which the shared-memory
+    fetch then evaluates per element."""
+    seen: set[str] = set()
+    todo = [
+        p
+        for p in ctx.dag.producers(stage)
+        if buffer is None or ctx.dag.stage(p).write.buffer == buffer
+    ]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        st = ctx.dag.stage(name)
+        if st.is_data_movement and any(c.endswith("if_then_else") for c in st.calls):
+            return True
+        todo += ctx.dag.producers(name)
+    return False
 
 
 def _fused(values: Sequence[Any], extents: Sequence[int]) -> Any:
