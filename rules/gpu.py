@@ -340,11 +340,13 @@ class TensorCoreTiling(Rule):
         row = dims[-1]
         itemsize = acc.itemsize
         lane_options = tuple(v for v in (1, 2, 4, 8, 16) if v * itemsize <= self.vector_bytes)
-        if itemsize == 2 and _gathers_padding(ctx, stage, acc.buffer):
-            # TVM 0.27 emits a 4-lane 16-bit select as a local ``half4`` struct, which ptxas
-            # kept in local memory (a 16-32 byte stack frame, reported as spills) in 3 of the 61
-            # sampled C1/C3 schedules with 4 lanes; with 1, 2 or 8 lanes only unroll-64
-            # schedules spilled (sm_90, nvcc 13)
+        if itemsize == 2:
+            # TVM 0.27 emits a 4-lane 16-bit vector as its own ``half4`` struct (constructors
+            # and all), which ptxas sometimes keeps in local memory: an 8-32 byte stack frame
+            # reported as spills, at 40-60 registers. In 640 sampled G1/G2/G4/C1/C3 schedules
+            # (sm_90, nvcc 13; unroll-64 padded gathers left out, see ``gather_unroll_steps``)
+            # 7 of 236 with a 4-lane fetch spilled, 2 of 404 without; 2 and 8 lanes are
+            # ``half2`` and ``uint4``
             lane_options = tuple(v for v in lane_options if v != 4)
         lanes = csp.var(f"{prefix}.vector", 1, max(lane_options), knob=True, doc="fetch vector")
         csp.add(In(lanes, lane_options))
@@ -422,16 +424,11 @@ class ApplyTensorCore(Rule):
         ctx.step("tensorize_tile", st.write_back, wm, wn, member("store"), *c_dims)
 
 
-def _gathers_padding(ctx: RuleContext, stage: str, buffer: str | None = None) -> bool:
-    """True when a stage upstream of ``stage`` (of its operand ``buffer`` only, if given) is
-    data movement with a condition (zero padding: ``if_then_else``), which the shared-memory
-    fetch then evaluates per element."""
+def _gathers_padding(ctx: RuleContext, stage: str) -> bool:
+    """True when a stage upstream of ``stage`` is data movement with a condition (zero
+    padding: ``if_then_else``), which the shared-memory fetch then evaluates per element."""
     seen: set[str] = set()
-    todo = [
-        p
-        for p in ctx.dag.producers(stage)
-        if buffer is None or ctx.dag.stage(p).write.buffer == buffer
-    ]
+    todo = list(ctx.dag.producers(stage))
     while todo:
         name = todo.pop()
         if name in seen:
