@@ -12,12 +12,17 @@ Per case, one after the other (nothing overlaps):
 3. MetaSchedule (:class:`benchmarks.metaschedule.MetaScheduleWorker`): the same compute (plain
    weights), the same trial budget, its default rules for the target.
 
-**One harness** times the three kernels: one :class:`heronlike.measure.LocalRunner` (one worker
-process, ``TVM_NUM_THREADS`` = the target's cores, ``time_evaluator`` with ``number=10,
-repeat=20, min_repeat_ms=10``, the median of the repeats, warm caches: the inputs stay in place
-between calls), in that order, on the same input arrays, each output checked against the
-reference (``numpy.einsum`` in float64 for a single multiply-accumulate stage, otherwise TVM's
-unscheduled build on the generic ``llvm`` target; tolerance 1e-3 as in ``tune``).
+**One harness** times the three kernels once all three are built: one
+:class:`heronlike.measure.LocalRunner` (one worker process, ``TVM_NUM_THREADS`` = the target's
+cores, ``time_evaluator`` with ``number=10, repeat=20, min_repeat_ms=10``, the median of the
+repeats, warm caches: the inputs stay in place between calls), in ``--rounds`` interleaved
+rounds (:func:`time_interleaved`: each round times every kernel, the order rotated; a column is
+the median over rounds, ``ratio_to_ms_lo``/``_hi`` the range of the per-round ratios), on the
+same input arrays, each output checked against the reference (``numpy.einsum`` in float64 for a
+single multiply-accumulate stage, otherwise TVM's unscheduled build on the generic ``llvm``
+target; tolerance 1e-3 as in ``tune``). Timing each kernel right after its own tune, minutes
+apart, let a shared machine's load change between the columns (a 2-core Zen 3 shared with
+other jobs showed ratios off by up to 2x).
 
 Writes ``benchmarks/results/llvm_float32[-quick]-<cpu>-<date>.csv`` (the CPU model from
 ``/proc/cpuinfo`` and the date are also columns) and prints a table with geometric means.
@@ -58,6 +63,7 @@ from benchmarks.suite import (  # noqa: E402
 
 DEFAULT_TRIALS = 64
 QUICK_TRIALS = 8
+DEFAULT_ROUNDS = 5
 
 
 # ------------------------------------------------------------------------------------------------
@@ -167,14 +173,59 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
 
 
-def _time(runner: Any, so: Path, args: Path, expected: Path) -> tuple[float | None, str]:
-    """Median latency (s) of a kernel by the harness, after checking its output."""
+#: the kernels of a case, in the order a round times them
+KERNELS = ("heronlike", "unscheduled", "ms")
+
+
+def time_interleaved(
+    runner: Any, kernels: dict[str, tuple[Path, Path, Path]], rounds: int
+) -> dict[str, Any]:
+    """Time the kernels of one case in ``rounds`` interleaved rounds.
+
+    Each round runs every kernel once through ``runner`` (its output checked, then
+    ``time_evaluator``'s median), the order rotated by one kernel per round; a kernel's latency
+    is the median over the rounds. On a machine shared with other work, load that changes
+    during a case then slows every column alike instead of the one measured at that moment,
+    so the ratios hold where the absolute times do not.
+
+    Args:
+        kernels: column (of :data:`KERNELS`) -> (shared library, args ``.npz``, expected
+            ``.npz``).
+        rounds: at least 1.
+
+    Returns:
+        ``<column>_s`` (seconds, median over rounds) and ``<column>_status`` (``"ok"`` or the
+        first failure) per column, and ``ratio_to_ms_lo`` / ``ratio_to_ms_hi``, the smallest
+        and largest per-round ratio of MetaSchedule's latency to heronlike's.
+    """
+    import statistics
+
     from heronlike.measure import RunInput
 
-    (run,) = runner.run([RunInput(str(so), str(args), str(expected), 1e-3)])
-    if run.ok:
-        return run.latency_s, "ok"
-    return None, f"{run.error_kind}: {run.error_msg}"[:300]
+    names = [k for k in KERNELS if k in kernels]
+    lat: dict[str, list[float]] = {k: [] for k in names}
+    status = dict.fromkeys(names, "ok")
+    per_round: list[dict[str, float]] = []
+    for r in range(rounds):
+        order = [k for k in names[r % len(names) :] + names[: r % len(names)] if status[k] == "ok"]
+        inputs = [RunInput(*(str(p) for p in kernels[k]), 1e-3) for k in order]
+        got: dict[str, float] = {}
+        for k, run in zip(order, runner.run(inputs), strict=True):
+            if run.ok:
+                got[k] = run.latency_s
+                lat[k].append(run.latency_s)
+            else:
+                status[k] = f"{run.error_kind}: {run.error_msg}"[:300]
+        per_round.append(got)
+    out: dict[str, Any] = {}
+    for k in names:
+        ok = status[k] == "ok" and lat[k]
+        out[f"{k}_s"] = statistics.median(lat[k]) if ok else None
+        out[f"{k}_status"] = status[k]
+    ratios = [g["ms"] / g["heronlike"] for g in per_round if "ms" in g and "heronlike" in g]
+    if ratios:
+        out["ratio_to_ms_lo"], out["ratio_to_ms_hi"] = min(ratios), max(ratios)
+    return out
 
 
 def run_case(name: str, args: argparse.Namespace, tgt: Any, runner: Any, ms: Any, out: Path):
@@ -197,11 +248,13 @@ def run_case(name: str, args: argparse.Namespace, tgt: Any, runner: Any, ms: Any
         "shape": ",".join(map(str, shape)),
         "gflop": dag.flop() / 1e9,
         "trials": args.trials,
+        "rounds": args.rounds,
     }
     arrays = random_inputs(dag, np.random.default_rng(args.seed))
     expected = reference_outputs(dag, arrays)
     plain_args = save_npz(work / "args.npz", {f"arg{i}": a for i, a in enumerate(arrays)})
     plain_exp = save_npz(work / "expected.npz", {f"arg{i}": a for i, a in expected.items()})
+    kernels: dict[str, tuple[Path, Path, Path]] = {}
 
     # 1. heronlike
     print(f"[{name}] {row['shape']}: heronlike ({args.trials} trials) ...", flush=True)
@@ -231,7 +284,7 @@ def run_case(name: str, args: argparse.Namespace, tgt: Any, runner: Any, ms: Any
             h_args = save_npz(work / "h_args.npz", {f"arg{i}": a for i, a in enumerate(packed)})
             h_exp = save_npz(work / "h_expected.npz", {f"arg{i}": want[i] for i in outs})
             so = r.kernel.export_library(work / "heronlike.so")
-            row["heronlike_s"], row["heronlike_status"] = _time(runner, so, h_args, h_exp)
+            kernels["heronlike"] = (so, h_args, h_exp)
             row["heronlike_packed"] = ",".join(sorted(space.packed)) or "-"
     except heronlike.HeronlikeError as err:
         row["heronlike_status"] = f"error: {_short(err)}"
@@ -244,7 +297,7 @@ def run_case(name: str, args: argparse.Namespace, tgt: Any, runner: Any, ms: Any
         )
         so = work / "unscheduled.so"
         lib.export_library(str(so))
-        row["unscheduled_s"], row["unscheduled_status"] = _time(runner, so, plain_args, plain_exp)
+        kernels["unscheduled"] = (so, plain_args, plain_exp)
     except Exception as err:  # noqa: BLE001 - a failing baseline is data
         row["unscheduled_status"] = f"error: {_short(err)}"
 
@@ -269,9 +322,11 @@ def run_case(name: str, args: argparse.Namespace, tgt: Any, runner: Any, ms: Any
         if res.artifact_path is None:
             row["ms_status"] = f"error: {res.error}"
         else:
-            row["ms_s"], row["ms_status"] = _time(
-                runner, Path(res.artifact_path), plain_args, plain_exp
-            )
+            kernels["ms"] = (Path(res.artifact_path), plain_args, plain_exp)
+
+    # 4. time the kernels that came out, interleaved
+    print(f"[{name}] timing {', '.join(kernels)} in {args.rounds} rounds ...", flush=True)
+    row.update(time_interleaved(runner, kernels, args.rounds))
 
     h, u, m = row.get("heronlike_s"), row.get("unscheduled_s"), row.get("ms_s")
     row["speedup_vs_unscheduled"] = u / h if h and u else None
@@ -298,7 +353,8 @@ def _summary(row: dict[str, Any]) -> str:
 
 COLUMNS = (
     "case", "shape", "gflop", "trials", "heronlike_ms", "unscheduled_ms", "ms_ms",
-    "speedup_vs_unscheduled", "ratio_to_ms", "heronlike_valid", "ms_valid",
+    "speedup_vs_unscheduled", "ratio_to_ms", "ratio_to_ms_lo", "ratio_to_ms_hi", "rounds",
+    "heronlike_valid", "ms_valid",
     "heronlike_tune_s", "ms_tune_s", "heronlike_packed", "heronlike_status",
     "unscheduled_status", "ms_status", "target", "threads", "cpu", "date",
 )  # fmt: skip
@@ -360,6 +416,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help=f"small shapes, {QUICK_TRIALS} trials")
     p.add_argument("--trials", type=int, default=None, help=f"per tuner (default {DEFAULT_TRIALS})")
     p.add_argument("--no-metaschedule", action="store_true", help="skip the MetaSchedule tunes")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=f"interleaved timing rounds per case (default {DEFAULT_ROUNDS})",
+    )
     p.add_argument("--target", default="llvm")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"), help="CSV folder")
@@ -368,6 +430,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.trials = QUICK_TRIALS if args.quick else DEFAULT_TRIALS
     if args.trials < 1:
         p.error("--trials must be at least 1")
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     args.case_list = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in args.case_list if c not in WORKLOADS]
     if unknown:

@@ -334,7 +334,9 @@ class DLBoostTarget(DLATarget):
             ApplyIntrinsic(vector_bytes=VECTOR_BYTES),
             PackVectorOperand(),
             VectorizeGeneral(vector_bytes=vb),
-            ScheduleInjective(vector_bytes=vb),
+            # with -general a stand-alone element-wise output gets vector-width and unroll
+            # knobs; strict DL Boost keeps its single program
+            ScheduleInjective(vector_bytes=vb, knobs=self.general),
         )
         if not self.general:
             return rules  # strict DL Boost: the rule set its records were tuned with

@@ -16,9 +16,10 @@ vector level ``V`` on its output's contiguous axis, parallelised and unrolled by
   (C: its extent is a divisor of the axis, C3, and at most one vector register, LE), the
   reduction's initialisation is separated and vectorised, and so is the write-back.
 * :class:`ScheduleInjective`: a stand-alone element-wise output stage: outer loops fused and
-  parallel, the innermost loop split to one vector register and vectorised. Its parallel loop
-  is the row loop that :mod:`heronlike.rules.rows` computes the stage's row-wise producers
-  under (softmax's max and sum, layer norm's moments).
+  parallel, the innermost loop split to one vector register (a knob-chosen one to four with
+  the general rule set) and vectorised, an unroll-depth knob on the parallel loop. Its parallel
+  loop is the row loop that :mod:`heronlike.rules.rows` computes the stage's row-wise
+  producers under (softmax's max and sum, layer norm's moments).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from heronlike.csp import Le
-from heronlike.template import Sym
+from heronlike.template import Ref, Sym
 
 from .base import Rule, RuleContext
+from .constraints import add_candidates, divisors
+from .parallel import unroll_knob
 from .rows import set_row
 
 
@@ -215,17 +218,40 @@ class VectorizeGeneral(Rule):
 class ScheduleInjective(Rule):
     """Condition: an element-wise output stage nothing else scheduled (no tiling, not fused,
     not inlined). Apply: fuse all loops but the innermost into one ``parallel`` loop and split
-    the innermost to a divisor of its extent that fits one vector register, vectorised. No
-    knobs: the space of such a stage is a single program.
+    the innermost to a divisor of its extent that fits one vector register, vectorised.
+
+    Without ``knobs`` (strict DL Boost, the rule set its records were tuned with) the space of
+    such a stage is a single program. With ``knobs`` (the general rule set) two knobs make
+    it a space, as MetaSchedule's ``ParallelizeVectorizeUnroll`` samples for the same loops:
+
+    * ``<stage>.vec``: the vectorised extent, a divisor of the innermost extent that is a
+      multiple of the one-register choice, up to ``max_vectors`` registers (IN; LLVM splits a
+      longer vector into registers, an unrolled, independent stream); no knob when only one
+      divisor qualifies;
+    * ``<stage>.unroll``: ``pragma_auto_unroll_max_step`` of the parallel loop over
+      ``unroll_depths`` (:func:`~heronlike.rules.parallel.unroll_knob`). Row-wise producers
+      computed under that loop (:mod:`heronlike.rules.rows`) are unrolled by it too.
 
     Args:
         vector_bytes: vector register width in bytes.
+        knobs: give the stage the two knobs.
+        max_vectors: the widest vectorised extent with ``knobs``, in vector registers.
+        unroll_depths: the unroll depths with ``knobs``.
     """
 
     name = "ScheduleInjective"
 
-    def __init__(self, vector_bytes: int = 64) -> None:
+    def __init__(
+        self,
+        vector_bytes: int = 64,
+        knobs: bool = False,
+        max_vectors: int = 4,
+        unroll_depths: Sequence[int] = (0, 16, 64, 512),
+    ) -> None:
         self.vector_bytes = vector_bytes
+        self.knobs = knobs
+        self.max_vectors = max_vectors
+        self.unroll_depths = tuple(unroll_depths)
 
     def condition(self, ctx: RuleContext, stage: str) -> bool:
         st = ctx.states[stage]
@@ -237,12 +263,32 @@ class ScheduleInjective(Rule):
             and not ctx.dag.consumers(stage)
         )
 
+    def _vector(self, ctx: RuleContext, stage: str, extent: int, lanes: int) -> int | Ref:
+        """The vectorised extent: the largest divisor of ``extent`` up to ``lanes``, or with
+        ``knobs`` a knob over the divisors of ``extent`` that are multiples of that one, up
+        to ``max_vectors * lanes``."""
+        vec = max(d for d in range(1, min(extent, lanes) + 1) if extent % d == 0)
+        if not self.knobs:
+            return vec
+        widths = [d for d in divisors(extent) if d % vec == 0 and d <= self.max_vectors * lanes]
+        if len(widths) < 2:
+            return vec
+        knob = ctx.csp.var(
+            f"{stage}.vec",
+            min(widths),
+            max(widths),
+            knob=True,
+            doc="vectorised extent of the innermost loop",
+        )
+        add_candidates(ctx.csp, knob, widths)
+        return Ref(knob)
+
     def apply(self, ctx: RuleContext, stage: str) -> None:
         st = ctx.states[stage]
         loops = ctx.loops(stage)
         lanes = max(1, self.vector_bytes // st.stage.write.itemsize)
         extent = st.stage.axis(loops[-1].axis).extent
-        vec = max(d for d in range(1, min(extent, lanes) + 1) if extent % d == 0)
+        vec = self._vector(ctx, stage, extent, lanes)
         inner = Sym(loops[-1].sym)
         if len(loops) == 1:
             outer, inner = ctx.step(
@@ -257,7 +303,9 @@ class ScheduleInjective(Rule):
         ctx.step("parallel", outer)
         if len(loops) > 1:  # producers of the same rows may be computed under it (rows.py)
             set_row(ctx, stage, outer, len(loops) - 1)
-        if len(loops) > 1 and vec < extent:
+        if len(loops) > 1 and (isinstance(vec, Ref) or vec < extent):
             _, inner = ctx.step("split", inner, (None, vec), outs=[f"{stage}.row", f"{stage}.vec"])
-        if vec > 1:
+        if isinstance(vec, Ref) or vec > 1:
             ctx.step("vectorize", inner)
+        if self.knobs:
+            unroll_knob(ctx, stage, outer, self.unroll_depths)

@@ -70,18 +70,25 @@ class UnrollDepth(Rule):
 
     def apply(self, ctx: RuleContext, stage: str) -> None:
         loop = ctx.states[stage].level(self.level)[0]
-        knob = ctx.csp.var(
-            f"{stage}.unroll",
-            min(self.depths),
-            max(self.depths),
-            knob=True,
-            doc="pragma_auto_unroll_max_step of the parallel loop (iterations)",
-            topology="categorical",
-        )
-        ctx.csp.add(In(knob, self.depths))
-        sym = Sym(loop.sym)
-        ctx.step("annotate", sym, "pragma_auto_unroll_max_step", Ref(knob))
-        ctx.step("annotate", sym, "pragma_unroll_explicit", 1)
+        unroll_knob(ctx, stage, Sym(loop.sym), self.depths)
+
+
+def unroll_knob(ctx: RuleContext, stage: str, loop: Sym, depths: Sequence[int]) -> str:
+    """Add the categorical knob ``<stage>.unroll`` over ``depths`` (IN) and annotate ``loop``
+    (a parallel loop) with it as ``pragma_auto_unroll_max_step`` and with
+    ``pragma_unroll_explicit`` (see :class:`UnrollDepth`). Returns the knob's name."""
+    knob = ctx.csp.var(
+        f"{stage}.unroll",
+        min(depths),
+        max(depths),
+        knob=True,
+        doc="pragma_auto_unroll_max_step of the parallel loop (iterations)",
+        topology="categorical",
+    )
+    ctx.csp.add(In(knob, tuple(depths)))
+    ctx.step("annotate", loop, "pragma_auto_unroll_max_step", Ref(knob))
+    ctx.step("annotate", loop, "pragma_unroll_explicit", 1)
+    return knob
 
 
 class UseAllCores(ConstraintRule):

@@ -18,15 +18,24 @@ left alone it runs serially at the root of the kernel. Two rules schedule it:
 
 Either way the reduction's innermost loop, when it is at least two vectors long, is vectorised
 through ``rfactor`` (:func:`heronlike.template.row_reduction`): a serial float reduction is
-bound by the latency of one add per element, a vectorised one is not.
-
-Neither has knobs: a row-wise stage adds one program to the space.
+bound by the latency of one add per element, a vectorised one is not. How many partial results
+run side by side is a knob, ``<stage>.rf`` (:func:`rfactor_width`). One vector register of
+them is still bound by the latency of one vector add per register of input (on a Zen 3,
+3 cycles per 8 floats: about a third of a 256 × 1024 layer norm's time, which 4 to 8
+registers saved); 2 to 8 registers are independent chains the core overlaps, at the cost of a
+longer final reduction of the partial results (as the inner factor of MetaSchedule's
+``AddRFactor``, sampled up to 64 elements there). Its values divide the loop and leave it at
+least two iterations, so every value is a valid program. The element-wise output whose row
+loop these stages share has its own knobs (vector width, unroll depth:
+:class:`~heronlike.rules.general.ScheduleInjective`).
 """
 
 from __future__ import annotations
 
-from heronlike.template import Sym
+from heronlike.csp import Operand
+from heronlike.template import Ref, Sym
 
+from . import constraints as C
 from .base import Rule, RuleContext
 
 #: operators whose element-wise stage is computed once per row rather than inlined into
@@ -36,6 +45,55 @@ EXPENSIVE_CALLS = frozenset(
 )
 
 ROW = "row"  # StageState.extra key: (symbol of the parallel row loop, number of leading axes)
+
+#: the widest ``rfactor`` tried, in vector registers of partial results
+MAX_RF_VECTORS = 8
+
+
+def rfactor_width(
+    ctx: RuleContext, stage: str, lanes: int, max_vectors: int = MAX_RF_VECTORS
+) -> Operand:
+    """How many partial results the ``rfactor`` of a reduction without data reuse keeps (the
+    ``lanes`` argument of :func:`heronlike.template.row_reduction`).
+
+    The candidates are ``lanes · 2^i`` (one to ``max_vectors`` vector registers) that divide
+    the extent ``E`` of the stage's innermost loop, a reduction axis, and are at most ``E / 2``
+    (so the helper always factors: two or more iterations remain). With two or more
+    candidates this is a new knob ``<stage>.rf`` (IN the candidates); with one, that constant;
+    with none (a short, odd or spatial innermost loop), ``lanes``, for which the helper keeps
+    the reduction serial as before.
+
+    Args:
+        lanes: elements of the output dtype in one vector register.
+        max_vectors: the widest candidate, in vector registers.
+
+    Returns:
+        The knob's name or a constant.
+    """
+    last = ctx.states[stage].stage.axes[-1]
+    if last.kind != "R":
+        return lanes
+    widths = []
+    w = lanes
+    while w <= lanes * max_vectors:
+        if last.extent % w == 0 and last.extent >= 2 * w:
+            widths.append(w)
+        w *= 2
+    if len(widths) < 2:
+        return widths[0] if widths else lanes
+    knob = ctx.csp.var(
+        f"{stage}.rf",
+        min(widths),
+        max(widths),
+        knob=True,
+        doc=f"partial results of the rfactor of {last.name} (vectorised)",
+    )
+    C.add_candidates(ctx.csp, knob, widths)
+    return knob
+
+
+def _ref(op: Operand) -> int | Ref:
+    return op if isinstance(op, int) else Ref(op)
 
 
 def set_row(ctx: RuleContext, stage: str, loop: Sym, leading: int) -> None:
@@ -74,7 +132,8 @@ class FuseIntoRow(Rule):
     several consumers, whose consumers share one row loop (:func:`row_of`). Apply:
     ``compute_at`` that loop; an element-wise stage's innermost loop is vectorised (split to
     one vector register), a reduction's through ``rfactor``
-    (:func:`heronlike.template.row_reduction`). Ends the stage.
+    (:func:`heronlike.template.row_reduction`) to a knob-chosen number of partial results
+    (:func:`rfactor_width`). Ends the stage.
 
     Args:
         vector_bytes: vector register width in bytes.
@@ -104,7 +163,8 @@ class FuseIntoRow(Rule):
         s = ctx.states[stage].stage
         lanes = max(1, self.vector_bytes // s.write.itemsize)
         if s.is_reduction:
-            ctx.step("row_reduction", block, row[0], lanes)
+            width = rfactor_width(ctx, stage, lanes)
+            ctx.step("row_reduction", block, row[0], _ref(width))
         else:
             ctx.step("compute_at", block, row[0])
             ctx.step("vectorize_innermost", block, lanes)
@@ -118,7 +178,7 @@ class ParallelizeReduction(Rule):
     fused into a row, not inlined). Apply: fuse its spatial loops (outermost, in TE's order;
     none for a reduction to a scalar) into one ``parallel`` loop, its innermost reduction
     vectorised by ``rfactor`` where it is long enough
-    (:func:`heronlike.template.row_reduction`).
+    (:func:`heronlike.template.row_reduction`; partial results: :func:`rfactor_width`).
 
     Args:
         vector_bytes: vector register width in bytes.
@@ -143,4 +203,5 @@ class ParallelizeReduction(Rule):
 
     def apply(self, ctx: RuleContext, stage: str) -> None:
         lanes = max(1, self.vector_bytes // ctx.states[stage].stage.write.itemsize)
-        ctx.step("row_reduction", ctx.block(stage), None, lanes)
+        width = rfactor_width(ctx, stage, lanes)
+        ctx.step("row_reduction", ctx.block(stage), None, _ref(width))

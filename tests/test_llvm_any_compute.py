@@ -27,6 +27,7 @@ import heronlike.dla_targets.dlboost as dlboost  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: benchmarks.*
 from benchmarks.llvm_float32 import conv2d_bias_relu, conv2d_nchw, softmax  # noqa: E402
+from benchmarks.llvm_float32 import layer_norm as bench_layer_norm  # noqa: E402
 from heronlike import ops, tune  # noqa: E402
 from heronlike.errors import (  # noqa: E402
     HeronlikeError,
@@ -177,8 +178,13 @@ def test_vnni_cpu_tensorizes_int8_and_generalizes_the_rest() -> None:
     mixed = [X, W, *softmax_of(F)]
     text = str(generate_space(mixed, llvm).template)
     assert "tensorize" in text and "row_reduction" in text
-    # strict dlboost accepts it too (a stage maps onto VNNI), with the rules it always had
-    assert "row_reduction" not in str(generate_space(mixed, f"dlboost -mcpu={VNNI_CPU}").template)
+    # strict dlboost accepts it too (a stage maps onto VNNI), with the rules it always had:
+    # no row stages, and the element-wise output a single program (no vector/unroll knobs)
+    strict = generate_space(mixed, f"dlboost -mcpu={VNNI_CPU}")
+    assert "row_reduction" not in str(strict.template)
+    assert not [v for v in strict.csp.vars.values() if v.knob and v.name.startswith("Y.")]
+    general = generate_space(mixed, llvm)
+    assert {"Y.vec", "Y.unroll", "S.rf", "mx.rf"} <= set(general.csp.vars)
 
 
 def softmax_of(X: te.Tensor) -> list[te.Tensor]:
@@ -232,11 +238,13 @@ def test_row_stages_are_fused_and_vectorized() -> None:
     text = str(space.template)
     assert "sch.parallel(Y.v_i)" in text
     assert (
-        "sch.row_reduction(b_S, Y.v_i, 8)" in text and "sch.row_reduction(b_mx, Y.v_i, 8)" in text
+        "sch.row_reduction(b_S, Y.v_i, $S.rf)" in text
+        and "sch.row_reduction(b_mx, Y.v_i, $mx.rf)" in text
     )
     assert "sch.compute_at(b_E, Y.v_i)" in text and "compute_inline(b_E)" not in text
-    script = space.apply({}).mod.script()
-    assert "S_rf" in script and "mx_rf" in script and "T.vectorized(8)" in script
+    script = space.apply({"S.rf": 8, "mx.rf": 16, "Y.vec": 8, "Y.unroll": 0}).mod.script()
+    assert "S_rf" in script and "mx_rf" in script
+    assert "T.vectorized(8)" in script and "T.vectorized(16)" in script
     # a reduction no output row holds (a column sum) is parallel over its own outputs
     X = te.placeholder((64, 48), "float32", name="X")
     r = te.reduce_axis((0, 64), name="r")
@@ -248,6 +256,89 @@ def test_row_stages_are_fused_and_vectorized() -> None:
 def test_layer_norm_template() -> None:
     text = str(generate_space(layer_norm(8, 64), "llvm").template)
     assert "row_reduction(b_mean, Y.v_i" in text and "row_reduction(b_var, Y.v_i" in text
+
+
+def _softmax_np(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _layer_norm_np(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=1, keepdims=True)
+    var = x64.var(axis=1, keepdims=True)
+    return (x64 - mean) / np.sqrt(var + 1e-5) * gamma + beta
+
+
+NO_AVX2 = pytest.mark.skipif("avx2" not in _cpu_flags(), reason="runs -mcpu=haswell kernels")
+
+
+@NO_AVX2
+@pytest.mark.parametrize(
+    ("build", "reference", "knobs"),
+    [
+        (lambda: softmax(16, 128), _softmax_np, {"mx.rf", "S.rf", "Y.vec", "Y.unroll"}),
+        (lambda: layer_norm(16, 128), _layer_norm_np, {"mean.rf", "var.rf", "Y.vec", "Y.unroll"}),
+        (lambda: bench_layer_norm(16, 128), _layer_norm_np, {"s.rf", "sq.rf", "Y.vec", "Y.unroll"}),
+    ],
+    ids=["softmax", "layer_norm", "layer_norm_moments"],
+)
+def test_row_computes_have_a_space(build: Any, reference: Any, knobs: set[str]) -> None:
+    """Row-wise computes get knobs (rfactor width per reduction, vector width and unroll depth
+    of the output's row loop), more than one valid program, and every sampled program computes
+    what numpy does."""
+    compute = build()
+    llvm = get_target("llvm -mcpu=haswell -num-cores=2")  # AVX2: 8 float32 lanes on any x86
+    space = generate_space(compute, llvm)
+    assert {v.name for v in space.csp.vars.values() if v.knob} == knobs
+    assert space.csp.candidates("Y.vec") == (8, 16, 32)
+    assert all(space.csp.candidates(k) == (8, 16, 32, 64) for k in knobs if k.endswith(".rf"))
+    samples = RandSAT(space.csp, seed=5).sample(6)
+    assert len({tuple(sorted(a.items())) for a in samples}) == 6
+    inputs = random_inputs(compute)
+    want = reference(*inputs)
+    target = tvm.target.Target(llvm.tvm_target())
+    for a in samples:
+        assert not space.csp.violations(a)
+        lib = tvm.compile(space.apply(a).mod, target=target)
+        args = [tvm.runtime.tensor(x) for x in inputs]
+        out = tvm.runtime.tensor(np.full(want.shape, np.nan, "float32"))
+        lib["main"](*args, out)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=str(a))
+
+
+def _depthwise_np(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    """NHWC depthwise conv2d, stride 1: ``x (N, H, W, C)``, ``w (C, KH, KW)``."""
+    xp = np.pad(x.astype(np.float64), [(0, 0), (pad, pad), (pad, pad), (0, 0)])
+    _, kh, kw = w.shape
+    ho, wo = xp.shape[1] - kh + 1, xp.shape[2] - kw + 1
+    out = np.zeros((x.shape[0], ho, wo, x.shape[3]))
+    for rh in range(kh):
+        for rw in range(kw):
+            out += xp[:, rh : rh + ho, rw : rw + wo, :] * w[:, rh, rw]
+    return out
+
+
+@NO_AVX2
+def test_depthwise_samples_match_numpy() -> None:
+    """Depthwise conv2d (a per-channel stencil): tiled with the vector level on the channels,
+    the weight packed channels-innermost; sampled programs compute what numpy does."""
+    compute = ops.depthwise_c2d(1, 12, 12, 32, 3, 3, 1, 1, dtype="float32")
+    llvm = get_target("llvm -mcpu=haswell -num-cores=2")
+    space = generate_space(compute, llvm)
+    assert "W" in space.packed  # Wt[c, rh, rw] stored channels-innermost
+    samples = RandSAT(space.csp, seed=2).sample(4)
+    assert len({tuple(sorted(a.items())) for a in samples}) == 4
+    x, w = random_inputs(compute)
+    want = _depthwise_np(x, w, pad=1)
+    target = tvm.target.Target(llvm.tvm_target())
+    for a in samples:
+        assert a["Y.v_ch.V"] <= 8
+        lib = tvm.compile(space.apply(a).mod, target=target)
+        poisoned = np.full(want.shape, np.nan, "float32")
+        args = [tvm.runtime.tensor(v) for v in space.prepare_args([x, w, poisoned])]
+        lib["main"](*args)
+        np.testing.assert_allclose(args[-1].numpy(), want, rtol=1e-4, atol=1e-5, err_msg=str(a))
 
 
 def test_scalar_reduction(tmp_path: Path) -> None:
