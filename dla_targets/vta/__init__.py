@@ -6,6 +6,8 @@ the public ISA and semantics in our own code (vta.md §4.2 option (a)):
 * :mod:`.config` — :class:`VTAConfig`, the ``vta_config.json`` keys, derived sizes and peaks;
 * :mod:`.isa` — opcodes, instructions, micro-ops, engines and token queues;
 * :mod:`.encoding` — field widths, range checks, 128-bit instruction / 32-bit micro-op codes;
+* :mod:`.table` — :class:`~.table.InsnTable`, a program's instructions as columns, and their
+  128-bit encodings, vectorised;
 * :mod:`.program` — :class:`Program` (instructions, DRAM buffers, micro-op table), static checks;
 * :mod:`.builder` — :class:`ProgramBuilder`, a Python "JIT runtime" to assemble programs;
 * :mod:`.numerics` — bit-exact instruction semantics; :mod:`.hazards` — micro-op expansion,

@@ -7,8 +7,8 @@ served, and the per-instruction costs of :mod:`.timing`. :func:`time_program_fas
 loop (:class:`.simulator._Run`) gives, cycle for cycle, and rejects exactly the programs it
 rejects, with the same error. It is faster because:
 
-* **one vectorised pass** turns the instruction tuple into columns (numpy, one read per field)
-  and computes every instruction's engine, token pops and pushes, cost (``pre`` cycles off the
+* **one vectorised pass** over the program's columns (:attr:`~.program.Program.table`)
+  computes every instruction's engine, token pops and pushes, cost (``pre`` cycles off the
   port, ``beats`` on it) and DMA bytes at once, with the formulas of :func:`.timing.mem_cost`
   and :func:`.timing.loop_cost`;
 * **micro-op checks run once per distinct GEMM/ALU**: the compute engine runs in program order,
@@ -17,12 +17,24 @@ rejects, with the same error. It is faster because:
   distinct (instruction fields, micro-op buffer) pair, never per micro-op in Python;
 * **the event loop is lean**: flat lists indexed by instruction, events as single integers on a
   heap (``time``, then scheduling order, then the event code: the same order as the reference's
-  ``(time, seq)`` tuples), no per-event objects, no numerics.
+  ``(time, seq)`` tuples), no per-event objects, no numerics; the lists cover a sliding window
+  of :data:`_WINDOW` instructions, so a program of 10⁶ instructions never becomes 10⁷ Python
+  objects;
+* **repeated periods are skipped** (steady-state fast-forward): a program of many identical
+  tile groups (a BMM's batches, a GEMM's row tiles) reaches a state that recurs, up to a shift
+  in time and position, every period of instructions. The loop records its (normalised) state
+  at each fetch burst; when a state recurs and the timing columns repeat over what the next
+  periods would read, it moves every time, position and counter on by whole periods at once
+  (:func:`_event_loop`). The loop is deterministic, so this is exact: the same report as
+  simulating every event (``fast_forward=False``; ``tests/test_vta_artifact.py``). A 256³ GEMM
+  or a 12 × 512 × 512 × 64 BMM of 10⁶ instructions is timed in about 0.1 s.
 
-Errors: when any check fails (a hazard, an index out of bounds, a deadlock, leftover tokens, an
-over-full token queue, an engine running past FINISH) the reference event loop is re-run in
-timing-only mode so that the error raised is the reference's, word for word. Only the run
-budget (:class:`~.simulator.VTATimeoutError`) is raised here directly.
+Errors are the reference's, word for word and at the same point of the simulation: a failing
+micro-op check (a hazard, an index out of bounds) is found once per distinct GEMM/ALU in
+program order and raised when that instruction starts, as the reference raises it; an
+over-full token queue when it overflows; a deadlock, leftover tokens or an engine running past
+FINISH by the reference's end checks, with its messages (:func:`_check_end`); the run budget
+(:class:`~.simulator.VTATimeoutError`) at the same event.
 """
 
 from __future__ import annotations
@@ -30,14 +42,13 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 
-from heronlike.errors import VTAProgramError
+from heronlike.errors import VTADeadlockError, VTAProgramError, VTATokenError
 
 from .hazards import check_acc_hazard, check_bounds, expand
-from .isa import AluInsn, FinishInsn, GemmInsn, MemId, MemInsn, Opcode
+from .isa import AluInsn, Engine, GemmInsn, MemId, Opcode, TokenQueue
 from .program import UOP_BUFFER, Program
 from .report import EngineStats, SimReport
 from .timing import TimingParams
@@ -46,6 +57,10 @@ __all__ = ["ProgramColumns", "program_columns", "time_program_fast"]
 
 #: events between two checks of the wall-clock budget
 _CLOCK_EVERY = 1024
+#: instructions whose per-instruction data the event loop holds as Python lists at a time
+_WINDOW = 1 << 15
+#: recorded states kept for steady-state detection (the table is cleared past it)
+_MAX_SNAPSHOTS = 1 << 12
 
 # heap entries are ints: (time << _T_SHIFT) | (seq << 3) | code
 _SEQ_BITS = 40
@@ -57,6 +72,7 @@ _EV_FETCH_DONE = 7
 
 # token queues (TokenQueue values): L2G 0, G2L 1, G2S 2, S2G 3; consumer engine of each
 _CONSUMER = (1, 0, 2, 1)
+_PRODUCER = (Engine.LOAD, Engine.COMPUTE, Engine.COMPUTE, Engine.STORE)
 # (engine, flag) -> queue (isa.TOKEN_QUEUES): -1 where the engine has no such queue
 _POP_PREV = np.array([-1, 0, 2])
 _POP_NEXT = np.array([1, 3, -1])
@@ -64,15 +80,12 @@ _PUSH_PREV = np.array([-1, 1, 3])
 _PUSH_NEXT = np.array([0, 2, -1])
 
 
-class _Fallback(Exception):
-    """A check failed: the reference simulator is re-run to raise its own error."""
-
-
 @dataclass(frozen=True)
 class ProgramColumns:
     """Per-instruction timing data of one program under one :class:`TimingParams`, as columns.
 
-    Every array has one entry per instruction (length ``n``, program order), int64.
+    Every array has one entry per instruction (length ``n``, program order): int8 for the
+    engine, token queues and counter index, int64 for the rest.
 
     Attributes:
         engine: 0 load, 1 compute, 2 store (:func:`~.isa.engine_of`).
@@ -84,6 +97,10 @@ class ProgramColumns:
         counter: index into :data:`COUNTERS` of the byte counter the instruction adds to, -1
             for none.
         gemm_uops, alu_uops: non-reset GEMM micro-ops and ALU micro-ops it executes.
+        fail: (instruction, error) of the first GEMM/ALU, in program order, whose expanded
+            micro-ops fail a check (an index out of its buffer, the accumulator hazard), or
+            None; the simulation raises the error when that instruction starts, as the
+            reference does.
     """
 
     engine: np.ndarray
@@ -97,6 +114,7 @@ class ProgramColumns:
     counter: np.ndarray
     gemm_uops: np.ndarray
     alu_uops: np.ndarray
+    fail: tuple[int, VTAProgramError] | None = None
 
     @property
     def total(self) -> np.ndarray:
@@ -112,18 +130,15 @@ COUNTERS = (
     "uop_load_nbytes",
     "out_store_nbytes",
 )
-_KIND_OF = {MemInsn: 0, GemmInsn: 1, AluInsn: 2, FinishInsn: 3}
+_OUT_COUNTER = COUNTERS.index("out_store_nbytes")
 _COUNTER_OF_MEM = {MemId.INP: 0, MemId.WGT: 1, MemId.ACC: 2, MemId.ACC_8BIT: 2, MemId.UOP: 3}
-
-
-def _col(objs: list, name: str) -> np.ndarray:
-    return np.fromiter(map(attrgetter(name), objs), np.int64, len(objs))
 
 
 def program_columns(
     program: Program, t: TimingParams, *, check_uops: bool = True
 ) -> ProgramColumns:
-    """Engine, tokens, cost and counters of every instruction, vectorised (vta.md §4.3).
+    """Engine, tokens, cost and counters of every instruction, vectorised (vta.md §4.3), read
+    from the program's columns (:attr:`Program.table`).
 
     Costs are those of :func:`.timing.cost` (tested equal instruction by instruction).
 
@@ -133,110 +148,102 @@ def program_columns(
         check_uops: run the expanded micro-op checks (bounds, accumulator hazard) once per
             distinct GEMM/ALU and micro-op buffer state.
 
-    Raises:
-        _Fallback: a micro-op check failed (the caller re-runs the reference simulator).
+    A failing micro-op check is not raised here: it is :attr:`ProgramColumns.fail`.
     """
     cfg = program.config
-    insns = program.instructions
-    n = len(insns)
-    kind = np.fromiter(map(_KIND_OF.__getitem__, map(type, insns)), np.int8, n)
-    flags = {
-        f: np.fromiter(map(attrgetter(f), insns), np.bool_, n)
-        for f in ("pop_prev", "pop_next", "push_prev", "push_next")
-    }
-    engine = np.ones(n, np.int64)  # compute unless routed elsewhere
-    pre = np.full(n, t.sync_cycles, np.int64)  # FINISH, token-only no-ops
-    beats = np.zeros(n, np.int64)
-    dma_bytes = np.zeros(n, np.int64)
-    counter = np.full(n, -1, np.int64)
-    gemm_uops = np.zeros(n, np.int64)
-    alu_uops = np.zeros(n, np.int64)
-    is_mem, is_gemm, is_alu = kind == 0, kind == 1, kind == 2
-
-    uop_load_at = np.zeros(n, np.bool_)  # non-no-op UOP loads (they change the micro-op buffer)
-    mem_idx = np.flatnonzero(is_mem)
-    if mem_idx.size:
-        mems = [insns[i] for i in mem_idx]
-        opcode = _col(mems, "opcode")
-        mtype = _col(mems, "memory_type")
-        y = _col(mems, "y_size")
-        x = _col(mems, "x_size")
-        y0, y1 = _col(mems, "y_pad_0"), _col(mems, "y_pad_1")
-        x0, x1 = _col(mems, "x_pad_0"), _col(mems, "x_pad_1")
-        store = opcode == Opcode.STORE
-        engine[mem_idx] = np.where(
-            store, 2, np.where((mtype == MemId.INP) | (mtype == MemId.WGT), 0, 1)
-        )
-        elem = np.zeros(len(mems), np.int64)
-        for m in MemId:
-            elem[mtype == m] = cfg.elem_bytes(m.name)
-        elem[store] = cfg.elem_bytes("OUT")
-        row = np.where(
-            store,
-            t.write_row_overhead,
-            np.where(mtype == MemId.UOP, t.uop_row_overhead, t.read_row_overhead),
-        )
-        nop = (y == 0) | (x == 0)
+    tab = program.table
+    n = tab.n
+    engine = np.empty(n, np.int8)
+    pre = np.empty(n, np.int64)
+    beats = np.empty(n, np.int64)
+    dma_bytes = np.empty(n, np.int64)
+    counter = np.empty(n, np.int8)
+    gemm_uops = np.empty(n, np.int64)
+    alu_uops = np.empty(n, np.int64)
+    queues = {f: np.empty(n, np.int8) for f in ("pop_prev", "pop_next", "push_prev", "push_next")}
+    uop_load_at = np.empty(n, np.bool_)  # non-no-op UOP loads (they change the micro-op buffer)
+    elem_of = np.zeros(len(MemId), np.int64)
+    cnt_of = np.full(len(MemId), -1, np.int64)
+    row_of = np.full(len(MemId), t.read_row_overhead, np.int64)
+    for m in MemId:
+        elem_of[m] = cfg.elem_bytes(m.name)
+        cnt_of[m] = _COUNTER_OF_MEM.get(m, -1)
+    row_of[MemId.UOP] = t.uop_row_overhead
+    flag_queues = {"pop_prev": _POP_PREV, "pop_next": _POP_NEXT}
+    flag_queues.update(push_prev=_PUSH_PREV, push_next=_PUSH_NEXT)
+    for lo in range(0, n, _CHUNK):  # the formulas of timing.mem_cost and loop_cost, in chunks
+        sl = slice(lo, min(n, lo + _CHUNK))
+        k = {f: col[sl] for f, col in tab.cols.items()}
+        op, mt = k["opcode"], k["memory_type"]
+        store, load = op == Opcode.STORE, op == Opcode.LOAD
+        e = np.ones(len(op), np.int8)
+        e[load & ((mt == MemId.INP) | (mt == MemId.WGT))] = 0
+        e[store] = 2
+        engine[sl] = e
+        for f, table in flag_queues.items():
+            queues[f][sl] = np.where(k[f] != 0, table[e], -1)
+        # LOAD/STORE
+        y, x = k["y_size"].astype(np.int64), k["x_size"].astype(np.int64)
+        mem = store | load
+        live = mem & (y != 0) & (x != 0)
+        elem = np.where(store, cfg.elem_bytes("OUT"), elem_of[mt])
         row_bytes = x * elem
-        m_beats = y * (-(-row_bytes // cfg.bus_bytes))
-        n_pad = (y0 + y + y1) * (x0 + x + x1) - y * x
+        y0, y1, x0, x1 = (k[f] for f in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"))
+        n_pad = np.add(y0, y1, dtype=np.int64)
+        n_pad += y
+        n_pad *= np.add(x0, x1, dtype=np.int64) + x
+        n_pad -= y * x
+        row = np.where(store, t.write_row_overhead, row_of[mt])
         m_pre = t.dma_latency + y * row + n_pad * t.pad_cycles_per_elem
-        pre[mem_idx] = np.where(nop, t.sync_cycles, m_pre)
-        beats[mem_idx] = np.where(nop, 0, m_beats)
-        dma_bytes[mem_idx] = np.where(nop, 0, y * row_bytes)
-        cnt = np.full(len(mems), -1, np.int64)
-        for m, c in _COUNTER_OF_MEM.items():
-            cnt[(mtype == m) & ~store] = c
-        cnt[store] = COUNTERS.index("out_store_nbytes")
-        counter[mem_idx] = cnt
-        uop_load_at[mem_idx] = (mtype == MemId.UOP) & ~store & ~nop
+        beats[sl] = np.where(live, y * (-(-row_bytes // cfg.bus_bytes)), 0)
+        dma_bytes[sl] = np.where(live, y * row_bytes, 0)
+        counter[sl] = np.where(store, _OUT_COUNTER, np.where(mem, cnt_of[mt], -1))
+        uop_load_at[sl] = live & load & (mt == MemId.UOP)
+        # GEMM/ALU
+        gemm, alu = op == Opcode.GEMM, op == Opcode.ALU
+        io_ii = k["iter_out"].astype(np.int64) * k["iter_in"]
+        n_uops = io_ii * np.maximum(k["uop_end"].astype(np.int64) - k["uop_bgn"], 0)
+        refill = t.loop_refill * (io_ii - 1)
+        per_alu = np.where(k["use_imm"] != 0, t.alu_imm_cycles_per_uop, t.alu_cycles_per_uop)
+        cost = np.where(
+            gemm,
+            t.gemm_fill + t.gemm_cycles_per_uop * n_uops + refill,
+            t.alu_fill + per_alu * n_uops + refill,
+        )
+        loop_live = (gemm | alu) & (n_uops != 0)
+        pre[sl] = np.where(live, m_pre, np.where(loop_live, cost, t.sync_cycles))
+        gemm_uops[sl] = np.where(gemm & (k["reset"] == 0), n_uops, 0)
+        alu_uops[sl] = np.where(alu, n_uops, 0)
 
-    loops: dict[str, tuple[np.ndarray, list, np.ndarray]] = {}
-    for kind, mask in (("gemm", is_gemm), ("alu", is_alu)):
-        idx = np.flatnonzero(mask)
-        if not idx.size:
-            continue
-        objs = [insns[i] for i in idx]
-        bgn, end = _col(objs, "uop_bgn"), _col(objs, "uop_end")
-        io, ii = _col(objs, "iter_out"), _col(objs, "iter_in")
-        reset = _col(objs, "reset")
-        n_uops = io * ii * np.maximum(end - bgn, 0)
-        refill = t.loop_refill * (io * ii - 1)
-        if kind == "gemm":
-            cost = t.gemm_fill + t.gemm_cycles_per_uop * n_uops + refill
-            gemm_uops[idx] = np.where(reset == 0, n_uops, 0)
-            extra = ("wgt_factor_out", "wgt_factor_in")
-        else:
-            use_imm = _col(objs, "use_imm")
-            per = np.where(use_imm != 0, t.alu_imm_cycles_per_uop, t.alu_cycles_per_uop)
-            cost = t.alu_fill + per * n_uops + refill
-            alu_uops[idx] = n_uops
-            extra = ("use_imm",)
-        pre[idx] = np.where(n_uops == 0, t.sync_cycles, cost)
-        if check_uops:
-            names = ("dst_factor_out", "dst_factor_in", "src_factor_out", "src_factor_in")
-            key = np.stack(
-                [reset, bgn, end, io, ii, *(_col(objs, f) for f in names + extra)], axis=1
-            )
-            loops[kind] = (idx, objs, key)
-
-    if check_uops and loops:
-        _check_uops(program, loops, uop_load_at)
-
-    e = engine
+    loops: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
+    if check_uops:
+        c = tab.i64
+        op = tab.cols["opcode"]
+        names = ("dst_factor_out", "dst_factor_in", "src_factor_out", "src_factor_in")
+        for kind, opcode, extra in (
+            ("gemm", Opcode.GEMM, ("wgt_factor_out", "wgt_factor_in")),
+            ("alu", Opcode.ALU, ("use_imm",)),
+        ):
+            idx = np.flatnonzero(op == opcode)
+            if idx.size:
+                fields = ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in", *names, *extra)
+                loops[kind] = (idx, [c(f, idx) for f in fields])
+    fail = _check_uops(program, loops, uop_load_at) if loops else None
     return ProgramColumns(
         engine=engine,
         pre=pre,
         beats=beats,
-        pop_prev=np.where(flags["pop_prev"], _POP_PREV[e], -1),
-        pop_next=np.where(flags["pop_next"], _POP_NEXT[e], -1),
-        push_prev=np.where(flags["push_prev"], _PUSH_PREV[e], -1),
-        push_next=np.where(flags["push_next"], _PUSH_NEXT[e], -1),
+        **queues,
         dma_bytes=dma_bytes,
         counter=counter,
         gemm_uops=gemm_uops,
         alu_uops=alu_uops,
+        fail=fail,
     )
+
+
+#: instructions per chunk of :func:`program_columns`' vectorised pass
+_CHUNK = 1 << 16
 
 
 def _distinct_rows(rows: np.ndarray) -> np.ndarray:
@@ -257,39 +264,62 @@ def _distinct_rows(rows: np.ndarray) -> np.ndarray:
 
 def _check_uops(
     program: Program,
-    loops: dict[str, tuple[np.ndarray, list, np.ndarray]],
+    loops: dict[str, tuple[np.ndarray, list[np.ndarray]]],
     uop_load_at: np.ndarray,
-) -> None:
+) -> tuple[int, VTAProgramError] | None:
     """The expanded micro-op checks of the reference (``_Run._start``), once per distinct
     (GEMM/ALU fields, micro-op buffer state). The micro-op buffer a GEMM/ALU sees is the one
-    left by the UOP loads before it in program order: they run on the same in-order engine."""
+    left by the UOP loads before it in program order: they run on the same in-order engine.
+
+    Returns:
+        (instruction, error) of the first failing one in program order (checked in that
+        order), or None.
+    """
     cfg = program.config
-    insns = program.instructions
-    loads = np.flatnonzero(uop_load_at).tolist()
-    version = np.cumsum(uop_load_at) - uop_load_at  # UOP loads before each instruction
-    # (version, kind, first pc) of every distinct key, in version order
+    tab = program.table
+    loads = np.flatnonzero(uop_load_at)
+    # (version, kind, first pc) of every distinct key, in version order; a GEMM/ALU's version
+    # is the number of UOP loads before it
     todo = []
-    for kind, (idx, objs, key) in loops.items():
-        full = np.concatenate([version[idx][:, None], key], axis=1)
-        first = _distinct_rows(full)
-        todo += [(int(version[idx[j]]), kind, int(idx[j]), objs[j]) for j in first]
+    for kind, (idx, key_cols) in loops.items():
+        version = np.searchsorted(loads, idx)
+        cols = [version, *key_cols]
+        m = len(idx)
+        # a row equal to one of the few before it is no first occurrence: drop those first
+        # (exact), then find the distinct rows among the rest
+        keep = np.ones(m, bool)
+        for d in range(1, 5):
+            if m <= d:
+                break
+            eq = cols[0][d:] == cols[0][:-d]
+            for col in cols[1:]:
+                eq &= col[d:] == col[:-d]
+            keep[d:] &= ~eq
+        cand = np.flatnonzero(keep)
+        first = cand[_distinct_rows(np.stack([col[cand] for col in cols], axis=1))]
+        todo += [(int(version[j]), kind, int(idx[j])) for j in first]
     todo.sort(key=lambda r: (r[0], r[2]))
     uop = np.zeros((cfg.depth("UOP"), 3), np.int64)
     ubase = program.buffers[UOP_BUFFER].elem_base
+    l_sram = tab.i64("sram_base", loads)
+    l_dram = tab.i64("dram_base", loads) - ubase
+    l_x = tab.i64("x_size", loads)
     applied = 0
-    for ver, kind, _pc, insn in todo:
+    for ver, kind, pc in todo:
         while applied < ver:
-            ld = insns[loads[applied]]
-            lo = ld.dram_base - ubase
-            uop[ld.sram_base : ld.sram_base + ld.x_size] = program.uops[lo : lo + ld.x_size]
+            lo, sb, x = int(l_dram[applied]), int(l_sram[applied]), int(l_x[applied])
+            uop[sb : sb + x] = program.uops[lo : lo + x]
             applied += 1
+        insn = tab.instruction(pc)
+        assert isinstance(insn, GemmInsn | AluInsn)
         dst, src, wgt = expand(insn, uop)
         try:
             check_bounds(insn, dst, src, wgt, cfg)
             if kind == "gemm":
                 check_acc_hazard(dst)
         except VTAProgramError as exc:
-            raise _Fallback from exc
+            return pc, exc
+    return None
 
 
 def time_program_fast(
@@ -298,6 +328,7 @@ def time_program_fast(
     *,
     timeout_s: float | None = None,
     max_events: int | None = None,
+    fast_forward: bool = True,
 ) -> SimReport:
     """Timing-only simulation: the report ``simulate(program, timing_only=True)`` gives.
 
@@ -307,7 +338,9 @@ def time_program_fast(
         timeout_s: wall-clock budget in seconds for the event loop (checked every 1024
             events), None for none.
         max_events: budget of simulation events (about 1–2 per instruction plus 2 per fetch
-            burst), None for none.
+            burst, skipped ones included), None for none.
+        fast_forward: skip repeated steady-state periods (module docstring); False simulates
+            every event (the same report, slower).
 
     Returns:
         the :class:`~.report.SimReport` (cycles, per-engine busy/stall cycles, DMA bytes in
@@ -315,22 +348,101 @@ def time_program_fast(
 
     Raises:
         VTAFieldError, VTAProgramError, VTAHazardError, VTADeadlockError, VTATokenError: exactly
-            as :func:`~.simulator.simulate` (the reference raises them: see the module
-            docstring).
+            as :func:`~.simulator.simulate` (same type, same message, raised at the same point
+            of the simulation; ``tests/test_vta_timing.py``).
         VTATimeoutError: the budget ran out.
     """
-    from .simulator import _reference_timing
-
     program.validate()
     t = timing or TimingParams.pynq_hls()
     start = time.perf_counter()
     deadline = None if timeout_s is None else start + timeout_s
-    try:
-        cols = program_columns(program, t)
-        return _event_loop(program, cols, t, deadline, max_events)
-    except _Fallback:
-        left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-        return _reference_timing(program, t, timeout_s=left, max_events=max_events)
+    cols = program_columns(program, t)
+    return _event_loop(program, cols, t, deadline, max_events, fast_forward)
+
+
+def _overflow(pc: int, q: int, depth: int) -> VTATokenError:
+    """The reference's error for a token queue over its depth (``_Run._done``)."""
+    return VTATokenError(
+        f"instruction {pc}: token queue {TokenQueue(q).name} holds more than {depth} tokens"
+    )
+
+
+def _check_end(
+    program: Program,
+    cols: ProgramColumns,
+    t: TimingParams,
+    held: list[int],
+    pos: list[int],
+    tokens: list[int],
+    fetch_blocked: int,
+    fetch_pc: int,
+    finish_time: int,
+    last_done: list[int],
+) -> None:
+    """The reference's end checks (``_Run._check_end``) with its messages, from the final state
+    (instruction indices and engine counts absolute).
+
+    Raises:
+        VTADeadlockError: an engine waits for a token (or fetch for a queue slot) at the end,
+            or FINISH never ran.
+        VTATokenError: tokens left over, or an engine that ran after FINISH.
+    """
+    stuck = []
+    pushed = None
+    for e in Engine:
+        pc = held[e]
+        if pc < 0:
+            continue
+        if pushed is None:  # pushes per queue by the instructions done (in order, per engine)
+            pushed = [0, 0, 0, 0]
+            for e2 in range(3):
+                done = np.flatnonzero(cols.engine == e2)[: pos[e2] - (held[e2] >= 0)]
+                for col in (cols.push_prev, cols.push_next):
+                    counts = np.bincount(col[done] + 1, minlength=5)
+                    for q in range(4):
+                        pushed[q] += int(counts[q + 1])
+        pops = [int(c[pc]) for c in (cols.pop_prev, cols.pop_next) if c[pc] >= 0]
+        waits = [TokenQueue(q) for q in pops if tokens[q] == 0]
+        name = type(program.table.instruction(pc)).__name__
+        stuck.append(
+            f"the {e.name.lower()} engine waits at instruction {pc} ({name}) for a token on "
+            + ", ".join(
+                f"{q.name} (the {_PRODUCER[q].name.lower()} engine pushed {pushed[q]} in all)"
+                for q in waits
+            )
+        )
+    if fetch_blocked >= 0:
+        stuck.append(
+            f"fetch waits at instruction {fetch_pc} for a slot in the full "
+            f"{Engine(fetch_blocked).name.lower()} command queue ({t.cmd_queue_depth} deep)"
+        )
+    if stuck or finish_time < 0:
+        raise VTADeadlockError("VTA deadlock: " + "; ".join(stuck or ["FINISH never ran"]))
+    left = {q.name: k for q, k in zip(TokenQueue, tokens, strict=True) if k}
+    if left:
+        raise VTATokenError(f"tokens left in queues at FINISH (pushed, never popped): {left}")
+    late = [e.name.lower() for e in Engine if last_done[e] > finish_time]
+    if late:
+        raise VTATokenError(
+            f"the {', '.join(late)} engine(s) still ran after FINISH at cycle "
+            f"{finish_time}: the program does not wait for them before FINISH"
+        )
+
+
+def _periodic_until(cols: tuple[np.ndarray, ...], start: int, period: int, limit: int) -> int:
+    """The first ``x`` in ``[start, limit)`` where some column differs from ``x - period``
+    (``limit`` if none): the stream is periodic with ``period`` on ``[start - period, x)``.
+    Scans in growing chunks, so a short periodic run costs little."""
+    x, step = start, 1024
+    while x < limit:
+        hi = min(limit, x + step)
+        neq = cols[0][x:hi] != cols[0][x - period : hi - period]
+        for c in cols[1:]:
+            neq |= c[x:hi] != c[x - period : hi - period]
+        if neq.any():
+            return x + int(np.argmax(neq))
+        x, step = hi, step * 2
+    return limit
 
 
 def _event_loop(
@@ -339,28 +451,45 @@ def _event_loop(
     t: TimingParams,
     deadline: float | None,
     max_events: int | None,
+    fast_forward: bool = True,
+    stats: dict[str, int] | None = None,
 ) -> SimReport:
     """The reference event loop (:class:`.simulator._Run`) on flat lists; see its docstrings
     for each step. Every event is scheduled in the reference's order, so ties on the heap and
-    on the memory port break the same way."""
+    on the memory port break the same way.
+
+    Per-instruction data lives in Python lists for a window of :data:`_WINDOW` instructions
+    (instruction indices in the state are relative to the window's first one, ``B``); the
+    window slides as fetch advances. With ``fast_forward``, the state is recorded each time
+    fetch issues a burst (normalised: times relative to now, instruction indices relative to
+    fetch's position, sequence numbers relative to the counter; an engine's last completion
+    time, read only by the end checks, is left out); when a recorded state recurs
+    ``P`` instructions later and the timing columns are periodic with period ``P`` over what
+    the next ``m`` repetitions would read, those ``m`` periods are skipped: every time,
+    index, sequence number and counter moves on by ``m`` times its change over one period.
+    The loop is deterministic, so the result is the one simulating every event gives.
+
+    ``stats``, if given, receives ``skipped_events`` and ``jumps`` (for tests).
+    """
     from .simulator import VTATimeoutError
 
     cfg = program.config
-    n = len(program.instructions)
-    last = n - 1
-    engine = cols.engine.tolist()
-    beats = cols.beats.tolist()
-    total = (cols.pre + cols.beats).tolist()
+    n = program.n_instructions
+    eng_np = cols.engine
+    total_np = cols.pre + cols.beats
+    code_np = np.where(cols.beats > 0, _EV_BUS + eng_np, eng_np)
     # an instruction's start schedules its event at now + pre: key offset (pre << shift) | code
-    start_key = (
-        (cols.pre << _T_SHIFT) | np.where(cols.beats > 0, _EV_BUS + cols.engine, cols.engine)
-    ).tolist()
-    pop_a, pop_b = cols.pop_prev.tolist(), cols.pop_next.tolist()
-    push_a, push_b = cols.push_prev.tolist(), cols.push_next.tolist()
-    pcs = [np.flatnonzero(cols.engine == e).tolist() for e in range(3)]
-    # instructions of each engine among the first i (fetch bursts add these to queues)
-    cum = [np.concatenate([[0], np.cumsum(cols.engine == e)]).tolist() for e in range(3)]
-    cum0, cum1, cum2 = cum
+    small_pre = not n or int(cols.pre.max()) < 1 << (62 - _T_SHIFT)
+    skey_np = (cols.pre << _T_SHIFT) | code_np if small_pre else None
+    sig_cols = (
+        eng_np,
+        cols.pre,
+        cols.beats,
+        cols.pop_prev,
+        cols.pop_next,
+        cols.push_prev,
+        cols.push_next,
+    )
 
     heap: list[int] = []
     push, pop = heapq.heappush, heapq.heappop
@@ -371,10 +500,10 @@ def _event_loop(
     burst = t.fetch_burst
     fetch_latency = t.fetch_latency
     fbytes, bus_bytes = t.fetch_bytes_per_insn, cfg.bus_bytes
-    # engines
+    # engines (pos, avail: engine instructions dequeued / fetched, relative to the window)
     pos = [0, 0, 0]
     avail = [0, 0, 0]
-    held = [-1, -1, -1]  # pc of the dequeued instruction
+    held = [-1, -1, -1]  # window index of the dequeued instruction
     held_since = [0, 0, 0]
     running = [False, False, False]
     busy = [0, 0, 0]
@@ -392,19 +521,90 @@ def _event_loop(
     fetch_busy = fetch_block_cycles = fetch_bus_stall = 0
     finish_time = -1
 
+    # the window: lists for instructions [B, B + w_len), indices relative to B
+    B = 0
+    cB = [0, 0, 0]  # instructions of each engine before B
+    w_len = n_rel = last = 0
+    engine: list[int] = []
+    beats: list[int] = []
+    total: list[int] = []
+    start_key: list[int] = []
+    pop_a: list[int] = []
+    pop_b: list[int] = []
+    push_a: list[int] = []
+    push_b: list[int] = []
+    pcs: list[list[int]] = [[], [], []]
+    cum0: list[int] = []
+    cum1: list[int] = []
+    cum2: list[int] = []
+    slack = 2 * burst + 2
+    fail = cols.fail
+    fail_at = -1  # window index of the instruction whose micro-op check fails
+    periodic_end = n - 1 if fail is None else min(n - 1, fail[0])
+
+    def rebase(new_b: int, min_len: int = 0) -> None:
+        """Move the window to start at instruction ``new_b`` (≥ B): convert the state."""
+        nonlocal B, w_len, n_rel, last, engine, beats, total, start_key, pop_a, pop_b
+        nonlocal push_a, push_b, cum0, cum1, cum2, fetch_pc, f_lo, f_hi, fail_at
+        d = new_b - B
+        if d:
+            seg = eng_np[B:new_b]
+            dc = [int(np.count_nonzero(seg == e)) for e in range(3)]
+            for e in range(3):
+                if held[e] >= 0:
+                    held[e] -= d
+                pos[e] -= dc[e]
+                avail[e] -= dc[e]
+                cB[e] += dc[e]
+            fetch_pc -= d
+            if f_lo >= 0:
+                f_lo -= d
+                f_hi -= d
+            B = new_b
+        hi = min(n, B + max(_WINDOW, min_len))
+        sl = slice(B, hi)
+        e_sl = eng_np[sl]
+        engine = e_sl.tolist()
+        beats = cols.beats[sl].tolist()
+        total = total_np[sl].tolist()
+        if skey_np is not None:
+            start_key = skey_np[sl].tolist()
+        else:
+            start_key = [
+                (p << _T_SHIFT) | c
+                for p, c in zip(cols.pre[sl].tolist(), code_np[sl].tolist(), strict=True)
+            ]
+        pop_a, pop_b = cols.pop_prev[sl].tolist(), cols.pop_next[sl].tolist()
+        push_a, push_b = cols.push_prev[sl].tolist(), cols.push_next[sl].tolist()
+        for e in range(3):
+            pcs[e] = np.flatnonzero(e_sl == e).tolist()
+        cum0, cum1, cum2 = (np.concatenate([[0], np.cumsum(e_sl == e)]).tolist() for e in range(3))
+        w_len, n_rel, last = hi - B, n - B, n - 1 - B
+        fail_at = fail[0] - B if fail is not None else -1
+
+    def live_lo() -> int:
+        """The lowest window index the simulation can still read."""
+        lo = fetch_pc if f_lo < 0 else min(fetch_pc, f_lo)
+        for e in range(3):
+            if held[e] >= 0:
+                lo = min(lo, held[e])
+            elif pos[e] < len(pcs[e]):
+                lo = min(lo, pcs[e][pos[e]])
+        return lo
+
     def fetch(now: int) -> None:
         nonlocal seq, fetch_pc, f_lo, f_hi, fetch_blocked, fetch_block_since, fetch_stalled
         nonlocal fetch_busy
-        if f_lo >= 0 or fetch_pc >= n:
+        if f_lo >= 0 or fetch_pc >= n_rel:
             return
         lo = fetch_pc
         hi = lo + burst
-        if hi > n:
-            hi = n
+        if hi > n_rel:
+            hi = n_rel
         if queued[0] + burst > depth or queued[1] + burst > depth or queued[2] + burst > depth:
             hi = lo  # a queue may fill: walk the burst as the reference does
             extra = [0, 0, 0]
-            while hi < n and hi - lo < burst:
+            while hi < n_rel and hi - lo < burst:
                 e = engine[hi]
                 if queued[e] + extra[e] >= depth:
                     break
@@ -462,14 +662,122 @@ def _event_loop(
                 tokens[q2] -= 1
         token_stall[e] += now - held_since[e]
         running[e] = True
+        if pc == fail_at:  # its micro-op check fails: the reference raises as it starts
+            assert fail is not None
+            exc = fail[1]
+            exc.args = (f"instruction {fail[0]}: {exc.args[0]}",)
+            raise exc
         seq += 8
         push(heap, (now << _T_SHIFT) + start_key[pc] + seq)
 
+    # steady-state detection: normalised state -> where and when it was seen
+    seen: dict[tuple, tuple] = {}
+
+    def state_key(now: int) -> tuple:
+        base = fetch_pc
+        hb = (now << _T_SHIFT) + seq + 8
+        c0, c1, c2 = cum0[base], cum1[base], cum2[base]
+        return (
+            tuple(sorted([k - hb for k in heap])),
+            *tokens,
+            *queued,
+            *running,
+            *(h - base if h >= 0 else None for h in held),
+            *(held_since[e] - now if held[e] >= 0 and not running[e] else None for e in range(3)),
+            pos[0] - c0,
+            pos[1] - c1,
+            pos[2] - c2,
+            avail[0] - c0,
+            avail[1] - c1,
+            avail[2] - c2,
+            bus_free - now if bus_free > now else 0,
+            f_lo - base if f_lo >= 0 else None,
+            f_hi - base if f_lo >= 0 else None,
+            fetch_blocked,
+            fetch_block_since - now if fetch_blocked >= 0 else None,
+            fetch_stalled,
+        )
+
+    rebase(0)
     fetch(0)
     stop = max_events + 1 if max_events is not None else 1 << 62  # first event over budget
     next_check = 1 if deadline is not None else stop
     events = 0
+    now = 0
+    snap_pc = -1
+    skipped = jumps = 0
     while heap:
+        if fetch_pc != snap_pc:  # fetch issued a burst: slide the window, look for a period
+            if fetch_pc + slack > w_len and B + w_len < n:
+                lo = live_lo()
+                rebase(B + lo, fetch_pc - lo + 2 * slack)
+            snap_pc = fetch_pc
+            if fast_forward and finish_time < 0:
+                key = state_key(now)
+                here = B + fetch_pc
+                cabs = (cB[0] + cum0[fetch_pc], cB[1] + cum1[fetch_pc], cB[2] + cum2[fetch_pc])
+                done = tuple(cB[e] + pos[e] - (held[e] >= 0) for e in range(3))
+                prev = seen.get(key)
+                L = B + live_lo()
+                seen[key] = (
+                    here,
+                    cabs,
+                    done,
+                    L,
+                    now,
+                    seq,
+                    events,
+                    (*busy, *token_stall, *bus_stall),
+                    (bus_beats, fetch_busy, fetch_block_cycles, fetch_bus_stall),
+                )
+                if len(seen) > _MAX_SNAPSHOTS:
+                    seen.clear()
+                if prev is not None:
+                    p_here, p_cabs, p_done, p_L, p_now, p_seq, p_events, p_eng, p_fetch = prev
+                    period = here - p_here
+                    d_events = events - p_events
+                    e_end = _periodic_until(sig_cols, p_L + period, period, periodic_end)
+                    m = (e_end - here - 1) // period
+                    if d_events > 0:
+                        m = min(m, (stop - 1 - events) // d_events)
+                    if m >= 1:
+                        dt, ds = m * (now - p_now), m * (seq - p_seq)
+                        shift = (dt << _T_SHIFT) + ds
+                        heap[:] = [k + shift for k in heap]  # the heap's order is kept
+                        now += dt
+                        seq += ds
+                        events += m * d_events
+                        skipped += m * d_events
+                        jumps += 1
+                        eng = (*busy, *token_stall, *bus_stall)
+                        for e in range(3):
+                            pe = m * (cabs[e] - p_cabs[e])
+                            pos[e] += pe
+                            avail[e] += pe
+                            if held[e] >= 0:
+                                held[e] += m * period
+                            held_since[e] += dt
+                            if done[e] != p_done[e]:  # it finished instructions each period
+                                last_done[e] += dt
+                            busy[e] += m * (eng[e] - p_eng[e])
+                            token_stall[e] += m * (eng[3 + e] - p_eng[3 + e])
+                            bus_stall[e] += m * (eng[6 + e] - p_eng[6 + e])
+                        bus_free += dt
+                        bus_beats += m * (bus_beats - p_fetch[0])
+                        fetch_busy += m * (fetch_busy - p_fetch[1])
+                        fetch_block_cycles += m * (fetch_block_cycles - p_fetch[2])
+                        fetch_bus_stall += m * (fetch_bus_stall - p_fetch[3])
+                        fetch_block_since += dt
+                        fetch_pc += m * period
+                        if f_lo >= 0:
+                            f_lo += m * period
+                            f_hi += m * period
+                        span = fetch_pc - (L - B + m * period)
+                        rebase(L + m * period, span + 2 * slack)
+                        snap_pc = fetch_pc
+                        seen.clear()
+                        if deadline is not None:
+                            next_check = min(events + 1, stop)
         key = pop(heap)
         now = key >> _T_SHIFT
         code = key & _CODE_MASK
@@ -491,7 +799,7 @@ def _event_loop(
             if q >= 0:
                 tokens[q] += 1
                 if tokens[q] > tq_depth:
-                    raise _Fallback
+                    raise _overflow(B + pc, q, tq_depth)
                 c = _CONSUMER[q]
                 if not running[c]:
                     try_(c, now)
@@ -499,7 +807,7 @@ def _event_loop(
             if q >= 0:
                 tokens[q] += 1
                 if tokens[q] > tq_depth:
-                    raise _Fallback
+                    raise _overflow(B + pc, q, tq_depth)
                 c = _CONSUMER[q]
                 if not running[c]:
                     try_(c, now)
@@ -543,7 +851,9 @@ def _event_loop(
             if not running[2]:
                 try_(2, now)
 
-    # the reference's end checks (_Run._check_end): any failure re-runs it for its message
+    if stats is not None:
+        stats.update(skipped_events=skipped, jumps=jumps)
+    # the reference's end checks (_Run._check_end), with its messages
     if (
         max(held) >= 0
         or fetch_blocked >= 0
@@ -551,7 +861,18 @@ def _event_loop(
         or any(tokens)
         or max(last_done) > finish_time
     ):
-        raise _Fallback
+        _check_end(
+            program,
+            cols,
+            t,
+            [B + h if h >= 0 else -1 for h in held],
+            [cB[e] + pos[e] for e in range(3)],
+            tokens,
+            fetch_blocked,
+            B + fetch_pc,
+            finish_time,
+            last_done,
+        )
     tot = cols.pre + cols.beats
     work = [int(tot[cols.engine == e].sum()) for e in range(3)]
     engines = {
@@ -565,7 +886,7 @@ def _event_loop(
     }
     for e, name in enumerate(("load", "compute", "store")):
         engines[name] = EngineStats(
-            len(pcs[e]),
+            int(np.count_nonzero(eng_np == e)),
             busy[e],
             token_stall[e],
             bus_stall[e],

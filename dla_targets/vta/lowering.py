@@ -68,30 +68,48 @@ VTA's tiled DRAM layouts by the host (:func:`pack_inputs`), as VTA's runtime did
 measured program; the result is unpacked to the logical shape by :func:`unpack_output` (int32
 from 4 planes, or int8; both infer the compute from the array ranks, so :mod:`.runner` needs
 only ``GemmParams.planes`` and ``bias_arg``).
+
+**Generation as arrays.** The group body runs once per distinct (group class, builder state)
+to record a template, and once more per template with the indices of all its groups as arrays;
+the program's columns are then filled from the templates (:func:`gemm_int32_program`), so a
+program of 10⁶ instructions is generated in well under a second.
+
+**The artifact** (:func:`save_artifact`, :func:`load_artifact`, format
+:data:`ARTIFACT_FORMAT`) is one uncompressed ``.npz``: the instruction stream as 128-bit
+encodings (an ``(n, 2)`` uint64 array, 16 bytes per instruction), the micro-op table, and JSON
+metadata (config, parameters, DRAM buffers). Loading decodes it into columns in one
+vectorised pass (:func:`~.table.decode_table`); no Python object per instruction is made
+unless :attr:`~.program.Program.instructions` is asked for. Pickled artifacts of the previous
+format (``heronlike-vta-program/1``) are still read.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from heronlike.errors import VTAProgramError
 from heronlike.rules.vta import PARAMS, SRC_BIAS, SRC_IMM
 
-from .builder import ProgramBuilder
+from .builder import ProgramBuilder, Segment, State
 from .config import VTAConfig
 from .examples import pack_gemm_operands, unpack_gemm_output
 from .isa import AluOp, Engine
-from .program import Program
+from .program import DramBuffer, Program
+from .table import FIELDS, InsnTable, decode_table, field_dtypes
 
 #: bytes of an int32 accumulator leaving VTA through 8-bit stores
 PLANES = 4
-#: format tag of the artifact the build function writes
-ARTIFACT_FORMAT = "heronlike-vta-program/1"
+#: format tag of the artifact the build function writes (:func:`save_artifact`)
+ARTIFACT_FORMAT = "heronlike-vta-program/2"
+#: the format before it (a pickle of instruction objects), still read by :func:`load_artifact`
+_PICKLED_FORMAT = "heronlike-vta-program/1"
 #: ``GemmParams.kind`` values (the ``vta.kind`` CSP constant)
 KIND_GEMM, KIND_BMM, KIND_C2D = 0, 1, 2
 #: the fields every assignment names (the rules' ``vta.*`` variables of every compute, less
@@ -250,6 +268,16 @@ def gemm_int32_program(p: GemmParams, config: VTAConfig | None = None) -> Progra
       ``C (P, 1, HO, WO, CO/16, 1, 16)``;
     * with a bias: ``bias (N/16, 1, 16)`` int32 (:func:`pack_bias`; shared by BMM batches).
 
+    Generation (:class:`_Lowering`): the instructions of a group of output tiles depend on the
+    group's indices only through DRAM addresses (and, for C2D, the padding of border tiles);
+    their token flags and micro-op loads depend only on the group's class (first, last, operand
+    tiles kept, bias reloaded) and the builder's state (:meth:`.ProgramBuilder.state`). So the
+    group body runs once per distinct (class, state) to record its structure, and once more per
+    such template with every group's indices as arrays; the program's columns are then filled
+    in one pass. The result is the program the group-by-group loop (:meth:`_Lowering.scalar`,
+    ``_FAST = False``) builds, instruction for instruction (``tests/test_vta_artifact.py``); a
+    program of 10⁶ instructions takes a fraction of a second, not half a minute.
+
     Raises:
         VTAProgramError: tiles that do not divide the extents, ``vthreads`` not in {1, 2} or
             not dividing the column tiles, C2D padding wider than the kernel window, an
@@ -258,112 +286,247 @@ def gemm_int32_program(p: GemmParams, config: VTAConfig | None = None) -> Progra
     """
     cfg = config or VTAConfig()
     _check_tiling(p)
-    mb, nb, kb = p.m_blocks, p.n_blocks, p.k_blocks
-    tm, tn, tk, vt = p.tile_m, p.tile_n, p.tile_k, p.vthreads
-    conv = p.kind == KIND_C2D
-    no_n, ko_n = nb // (tn * vt), kb // tk
-    if conv:
-        th, tw, s, d = p.tile_h, p.tile_w, p.stride, p.dilation
-        kh_n, kw_n = p.kernel_h, p.kernel_w
-        in_th, in_tw = p.in_tile_h, p.in_tile_w
-        spatial = [(ho, wo) for ho in range(p.out_h // th) for wo in range(p.out_w // tw)]
-        inp_tile, wgt_tile = tk * in_th * in_tw, tn * tk * kh_n * kw_n
-    else:
-        spatial = [(mo,) for mo in range(mb // tm)]
-        inp_tile, wgt_tile = tm * tk, tn * tk
-    acc_tile = tm * tn
-    # each thread's accumulator half: its output tile, then (with a bias) the bias tile
-    acc_stride = acc_tile + (tn if p.bias else 0)
-    planes = p.planes
-    batches = range(p.batch if p.kind == KIND_BMM else 1)
-    if p.order == 0:
-        groups = [(bi, sp, no) for bi in batches for sp in spatial for no in range(no_n)]
-    else:
-        groups = [(bi, sp, no) for bi in batches for no in range(no_n) for sp in spatial]
+    low = _Lowering(p, cfg)
+    if not _FAST or low.n_groups < _FAST_MIN_GROUPS:
+        return low.scalar()
+    try:
+        program = low.fast()
+    except (VTAProgramError, _Mismatch):
+        # the first error in program order (or a structure the templates do not reproduce):
+        # the group-by-group loop raises or builds exactly what it always did
+        return _Lowering(p, cfg).scalar()
+    program.validate()
+    return program
 
-    b = ProgramBuilder(cfg)
-    inp_e, wgt_e, out_e = cfg.elem_shape("INP"), cfg.elem_shape("WGT"), cfg.elem_shape("OUT")
-    if p.kind == KIND_GEMM:
-        a_buf = b.alloc("A", "INP", (mb, kb, *inp_e))
-        w_buf = b.alloc("W", "WGT", (nb, kb, *wgt_e))
-        c_buf = b.alloc("C", "OUT", (planes * mb, nb, *out_e))
-    elif p.kind == KIND_BMM:
-        a_buf = b.alloc("A", "INP", (p.batch, mb, kb, *inp_e))
-        w_buf = b.alloc("W", "WGT", (p.batch, nb, kb, *wgt_e))
-        c_buf = b.alloc("C", "OUT", (planes, p.batch, mb, nb, *out_e))
-    else:
-        a_buf = b.alloc("A", "INP", (kb, p.in_h, p.in_w, *inp_e))
-        w_buf = b.alloc("W", "WGT", (nb, kb, kh_n, kw_n, *wgt_e))
-        c_buf = b.alloc("C", "OUT", (planes, 1, p.out_h, p.out_w, nb, *out_e))
-    bias_buf = b.alloc("bias", "ACC", (nb, *cfg.elem_shape("ACC"))) if p.bias else None
 
-    gemm_k, alu_k, bias_k = [], [], []
-    for t in range(vt):
-        ib, wb, ab = t * inp_tile, t * wgt_tile, t * acc_stride
-        alu_k.append(b.kernel([(ab + e, ab + e, 0) for e in range(acc_tile)]))
-        if p.bias:  # acc[out (row, j)] += acc[bias j]: tile_n micro-ops, rows as iter_out
-            bias_k.append(b.kernel([(ab + j, ab + acc_tile + j, 0) for j in range(tn)]))
+#: generate programs from group templates (False: group by group, the reference)
+_FAST = True
+#: fewer groups than this are generated group by group (the templates would not pay)
+_FAST_MIN_GROUPS = 4
+
+
+class _Mismatch(Exception):
+    """A template's array pass did not reproduce its scalar pass (a bug: fall back)."""
+
+
+class _Lowering:
+    """The program skeleton of :func:`gemm_int32_program` for one candidate: DRAM buffers,
+    micro-op kernels, the groups of output tiles and the instructions of each group."""
+
+    def __init__(self, p: GemmParams, cfg: VTAConfig) -> None:
+        self.p, self.cfg = p, cfg
+        mb, nb, kb = p.m_blocks, p.n_blocks, p.k_blocks
+        tm, tn, tk, vt = p.tile_m, p.tile_n, p.tile_k, p.vthreads
+        self.conv = conv = p.kind == KIND_C2D
+        no_n = nb // (tn * vt)
+        self.no_n, self.ko_n = no_n, kb // tk
         if conv:
-            gemm_k.append(
-                b.kernel(
-                    [
-                        (
-                            ab + (oh * tw + ow) * tn + j,
-                            ib + (oh * s + kh * d) * in_tw + ow * s,
-                            wb + j * tk * kh_n * kw_n + kh * kw_n,
-                        )
-                        for kh in range(kh_n)
-                        for oh in range(th)
-                        for ow in range(tw)
-                        for j in range(tn)
-                    ]
-                )
-            )
-        elif p.fold:
-            gemm_k.append(b.kernel([(ab + j, ib, wb + j * tk) for j in range(tn)]))
+            th, tw, s, d = p.tile_h, p.tile_w, p.stride, p.dilation
+            kh_n, kw_n = p.kernel_h, p.kernel_w
+            in_th, in_tw = p.in_tile_h, p.in_tile_w
+            n_wo = p.out_w // tw
+            n_sp = p.out_h // th * n_wo
+            self.inp_tile, self.wgt_tile = tk * in_th * in_tw, tn * tk * kh_n * kw_n
         else:
-            gemm_k.append(
-                b.kernel(
-                    [
-                        (ab + i * tn + j, ib + i * tk, wb + j * tk)
-                        for i in range(tm)
-                        for j in range(tn)
-                    ]
-                )
-            )
-    loops: dict[str, Any]
-    if conv:
-        # iter_out: the tile's channel blocks; iter_in: kw (vta.md §2.5 folding)
-        loops = {
-            "iter_out": tk,
-            "iter_in": kw_n,
-            "dst": (0, 0),
-            "src": (in_th * in_tw, d),
-            "wgt": (kh_n * kw_n, 1),
-        }
-        reset_k, reset_loops = alu_k, {}
-    elif p.fold:
-        loops = {"iter_out": tk, "iter_in": tm, "dst": (0, tn), "src": (1, tk), "wgt": (1, 0)}
-        reset_k, reset_loops = gemm_k, {k: v for k, v in loops.items() if k != "iter_out"}
-    else:
-        loops = {"iter_out": tk, "dst": (0, 0), "src": (1, 0), "wgt": (1, 0)}
-        reset_k, reset_loops = gemm_k, {k: v for k, v in loops.items() if k != "iter_out"}
+            n_wo, n_sp = 0, mb // tm
+            self.inp_tile, self.wgt_tile = tm * tk, tn * tk
+        self.acc_tile = acc_tile = tm * tn
+        # each thread's accumulator half: its output tile, then (with a bias) the bias tile
+        self.acc_stride = acc_stride = acc_tile + (tn if p.bias else 0)
+        # the groups of output tiles in program order, as arrays: batch, spatial tile, columns
+        n_b = p.batch if p.kind == KIND_BMM else 1
+        self.n_groups = n_g = n_b * n_sp * no_n
+        self.g_bi = np.repeat(np.arange(n_b, dtype=np.int64), n_sp * no_n)
+        if p.order == 0:  # spatial tiles outer, column tiles inner
+            sp_idx = np.tile(np.repeat(np.arange(n_sp, dtype=np.int64), no_n), n_b)
+            self.g_no = np.tile(np.arange(no_n, dtype=np.int64), n_b * n_sp)
+        else:
+            sp_idx = np.tile(np.arange(n_sp, dtype=np.int64), n_b * no_n)
+            self.g_no = np.tile(np.repeat(np.arange(no_n, dtype=np.int64), n_sp), n_b)
+        # spatial tile: (mo,) for GEMM/BMM, (ho, wo) for C2D
+        self.g_sp = (sp_idx // n_wo, sp_idx % n_wo) if conv else (sp_idx,)
+        assert len(self.g_no) == n_g
 
-    def load_a(t: int, bi: int, sp: tuple[int, ...], ko: int) -> None:
-        if not conv:
+        self.b = b = ProgramBuilder(cfg)
+        inp_e, wgt_e, out_e = cfg.elem_shape("INP"), cfg.elem_shape("WGT"), cfg.elem_shape("OUT")
+        planes = p.planes
+        if p.kind == KIND_GEMM:
+            self.a_buf = b.alloc("A", "INP", (mb, kb, *inp_e))
+            self.w_buf = b.alloc("W", "WGT", (nb, kb, *wgt_e))
+            self.c_buf = b.alloc("C", "OUT", (planes * mb, nb, *out_e))
+        elif p.kind == KIND_BMM:
+            self.a_buf = b.alloc("A", "INP", (p.batch, mb, kb, *inp_e))
+            self.w_buf = b.alloc("W", "WGT", (p.batch, nb, kb, *wgt_e))
+            self.c_buf = b.alloc("C", "OUT", (planes, p.batch, mb, nb, *out_e))
+        else:
+            self.a_buf = b.alloc("A", "INP", (kb, p.in_h, p.in_w, *inp_e))
+            self.w_buf = b.alloc("W", "WGT", (nb, kb, kh_n, kw_n, *wgt_e))
+            self.c_buf = b.alloc("C", "OUT", (planes, 1, p.out_h, p.out_w, nb, *out_e))
+        self.bias_buf = b.alloc("bias", "ACC", (nb, *cfg.elem_shape("ACC"))) if p.bias else None
+
+        self.gemm_k, self.alu_k, self.bias_k = gemm_k, alu_k, bias_k = [], [], []
+        for t in range(vt):
+            ib, wb, ab = t * self.inp_tile, t * self.wgt_tile, t * acc_stride
+            alu_k.append(b.kernel([(ab + e, ab + e, 0) for e in range(acc_tile)]))
+            if p.bias:  # acc[out (row, j)] += acc[bias j]: tile_n micro-ops, rows as iter_out
+                bias_k.append(b.kernel([(ab + j, ab + acc_tile + j, 0) for j in range(tn)]))
+            if conv:
+                gemm_k.append(
+                    b.kernel(
+                        [
+                            (
+                                ab + (oh * tw + ow) * tn + j,
+                                ib + (oh * s + kh * d) * in_tw + ow * s,
+                                wb + j * tk * kh_n * kw_n + kh * kw_n,
+                            )
+                            for kh in range(kh_n)
+                            for oh in range(th)
+                            for ow in range(tw)
+                            for j in range(tn)
+                        ]
+                    )
+                )
+            elif p.fold:
+                gemm_k.append(b.kernel([(ab + j, ib, wb + j * tk) for j in range(tn)]))
+            else:
+                gemm_k.append(
+                    b.kernel(
+                        [
+                            (ab + i * tn + j, ib + i * tk, wb + j * tk)
+                            for i in range(tm)
+                            for j in range(tn)
+                        ]
+                    )
+                )
+        self.loops: dict[str, Any]
+        if conv:
+            # iter_out: the tile's channel blocks; iter_in: kw (vta.md §2.5 folding)
+            self.loops = {
+                "iter_out": tk,
+                "iter_in": kw_n,
+                "dst": (0, 0),
+                "src": (in_th * in_tw, d),
+                "wgt": (kh_n * kw_n, 1),
+            }
+            self.reset_k, self.reset_loops = alu_k, {}
+        elif p.fold:
+            self.loops = {
+                "iter_out": tk,
+                "iter_in": tm,
+                "dst": (0, tn),
+                "src": (1, tk),
+                "wgt": (1, 0),
+            }
+            self.reset_k = gemm_k
+            self.reset_loops = {k: v for k, v in self.loops.items() if k != "iter_out"}
+        else:
+            self.loops = {"iter_out": tk, "dst": (0, 0), "src": (1, 0), "wgt": (1, 0)}
+            self.reset_k = gemm_k
+            self.reset_loops = {k: v for k, v in self.loops.items() if k != "iter_out"}
+
+    # -- the groups --------------------------------------------------------------------------
+    def classes(self) -> np.ndarray:
+        """Each group's class (int): bit 0 first group, 1 last group, 2 input tile kept (K in
+        one tile and the previous group had the same rows), 3 weight tile kept (same columns),
+        4 bias tile loaded (a bias and the previous group had other columns)."""
+        n = self.n_groups
+        bi, sp, no = self.g_bi, self.g_sp, self.g_no
+        same = np.zeros(n, bool)
+        same[1:] = bi[1:] == bi[:-1]
+        same_sp = same.copy()
+        for a in sp:
+            same_sp[1:] &= a[1:] == a[:-1]
+        same_no = same.copy()
+        same_no[1:] &= no[1:] == no[:-1]
+        bias = np.full(n, bool(self.p.bias))
+        bias[1:] &= no[1:] != no[:-1]
+        one_k = self.ko_n == 1
+        code = (np.arange(n) == 0).astype(np.int64)
+        code |= (np.arange(n) == n - 1) << 1
+        code |= (same_sp & one_k) << 2
+        code |= (same_no & one_k) << 3
+        code |= bias.astype(np.int64) << 4
+        return code
+
+    def group_arrays(
+        self, idx: np.ndarray
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+        """(batch, spatial tile indices, column tile) of the groups ``idx``, as int64 arrays."""
+        return self.g_bi[idx], tuple(a[idx] for a in self.g_sp), self.g_no[idx]
+
+    def group(self, gi: int) -> tuple[int, tuple[int, ...], int]:
+        """(batch, spatial tile indices, column tile) of group ``gi``, as ints."""
+        return int(self.g_bi[gi]), tuple(int(a[gi]) for a in self.g_sp), int(self.g_no[gi])
+
+    def emit_group(self, code: int, bi: Any, sp: tuple[Any, ...], no: Any) -> None:
+        """The instructions of one group of class ``code`` (:meth:`classes`), or of many groups
+        of that class at once when ``bi``, ``sp`` and ``no`` are arrays (each address field of
+        a row is then an array)."""
+        p, b, vt = self.p, self.b, self.p.vthreads
+        first, last = code & 1, code & 2
+        keep_a, keep_w, load_bias = code & 4, code & 8, code & 16
+        ko_n = self.ko_n
+        if load_bias:
+            # the bias tile of each half (an ACC load on the compute engine, vta.md §2.2): the
+            # store engine never reads it, and the ALU ADDs that read it ran earlier in order
+            for t in range(vt):
+                self.load_bias(t, no)
+        for t in range(vt):
+            if not first:
+                b.dep_pop(Engine.STORE, Engine.COMPUTE)  # this half's last store is out
+            b.gemm(self.reset_k[t], reset=True, **self.reset_loops)
+        for ko in range(ko_n):
+            for t in range(vt):
+                if not (first and ko == 0):
+                    b.dep_pop(Engine.COMPUTE, Engine.LOAD)  # the GEMM reading this half is done
+                if not keep_a:
+                    self.load_a(t, bi, sp, ko)
+                if not keep_w:
+                    self.load_w(t, bi, no, ko)
+                b.dep_push(Engine.LOAD, Engine.COMPUTE)
+            for t in range(vt):
+                b.dep_pop(Engine.LOAD, Engine.COMPUTE)
+                b.gemm(self.gemm_k[t], **self.loops)
+                if not (last and ko == ko_n - 1):
+                    b.dep_push(Engine.COMPUTE, Engine.LOAD)
+        for q in range(p.planes):
+            for t in range(vt):
+                if q:
+                    b.dep_pop(Engine.STORE, Engine.COMPUTE)  # plane q-1 of this half is out
+                    b.alu(AluOp.SHR, self.alu_k[t], imm=8)
+                else:
+                    self.epilogue(t)
+                b.dep_push(Engine.COMPUTE, Engine.STORE)
+            for t in range(vt):
+                b.dep_pop(Engine.COMPUTE, Engine.STORE)
+                self.store(t, q, bi, sp, no)
+                if q < p.planes - 1 or not last:
+                    b.dep_push(Engine.STORE, Engine.COMPUTE)
+
+    def load_a(self, t: int, bi: Any, sp: tuple[Any, ...], ko: int) -> None:
+        p, b, tk = self.p, self.b, self.p.tile_k
+        if not self.conv:
             mo = sp[0]
-            at = (mo * tm, ko * tk) if p.kind == KIND_GEMM else (bi, mo * tm, ko * tk)
-            b.load(a_buf, sram_base=t * inp_tile, y_size=tm, x_size=tk, x_stride=kb, at=at)
+            at = (mo * p.tile_m, ko * tk) if p.kind == KIND_GEMM else (bi, mo * p.tile_m, ko * tk)
+            b.load(
+                self.a_buf,
+                sram_base=t * self.inp_tile,
+                y_size=p.tile_m,
+                x_size=tk,
+                x_stride=p.k_blocks,
+                at=at,
+            )
             return
         ho, wo = sp
-        r0, c0 = ho * th * s - p.pad, wo * tw * s - p.pad
-        y_lo, x_lo = max(r0, 0), max(c0, 0)
-        y_hi, x_hi = min(r0 + in_th, p.in_h), min(c0 + in_tw, p.in_w)
+        in_th, in_tw = p.in_tile_h, p.in_tile_w
+        r0, c0 = ho * p.tile_h * p.stride - p.pad, wo * p.tile_w * p.stride - p.pad
+        y_lo, x_lo = np.maximum(r0, 0), np.maximum(c0, 0)
+        y_hi, x_hi = np.minimum(r0 + in_th, p.in_h), np.minimum(c0 + in_tw, p.in_w)
         pads = (y_lo - r0, r0 + in_th - y_hi, x_lo - c0, c0 + in_tw - x_hi)
         for c in range(tk):
             b.load(
-                a_buf,
-                sram_base=t * inp_tile + c * in_th * in_tw,
+                self.a_buf,
+                sram_base=t * self.inp_tile + c * in_th * in_tw,
                 y_size=y_hi - y_lo,
                 x_size=x_hi - x_lo,
                 x_stride=p.in_w,
@@ -371,91 +534,190 @@ def gemm_int32_program(p: GemmParams, config: VTAConfig | None = None) -> Progra
                 pad=pads,
             )
 
-    def load_w(t: int, bi: int, no: int, ko: int) -> None:
-        j0 = (no * vt + t) * tn
-        if conv:
-            x, stride, at = tk * kh_n * kw_n, kb * kh_n * kw_n, (j0, ko * tk)
+    def load_w(self, t: int, bi: Any, no: Any, ko: int) -> None:
+        p = self.p
+        tn, tk, kb = p.tile_n, p.tile_k, p.k_blocks
+        j0 = (no * p.vthreads + t) * tn
+        if self.conv:
+            taps = p.kernel_h * p.kernel_w
+            x, stride, at = tk * taps, kb * taps, (j0, ko * tk)
         else:
             x, stride = tk, kb
             at = (j0, ko * tk) if p.kind == KIND_GEMM else (bi, j0, ko * tk)
-        b.load(w_buf, sram_base=t * wgt_tile, y_size=tn, x_size=x, x_stride=stride, at=at)
+        self.b.load(
+            self.w_buf, sram_base=t * self.wgt_tile, y_size=tn, x_size=x, x_stride=stride, at=at
+        )
 
-    def load_bias(t: int, no: int) -> None:
-        assert bias_buf is not None
-        j0 = (no * vt + t) * tn
-        b.load(bias_buf, sram_base=t * acc_stride + acc_tile, y_size=1, x_size=tn, at=j0)
+    def load_bias(self, t: int, no: Any) -> None:
+        assert self.bias_buf is not None
+        tn = self.p.tile_n
+        j0 = (no * self.p.vthreads + t) * tn
+        base = t * self.acc_stride + self.acc_tile
+        self.b.load(self.bias_buf, sram_base=base, y_size=1, x_size=tn, at=j0)
 
-    def epilogue(t: int) -> None:
-        for op, imm, src in p.epilogue:
+    def epilogue(self, t: int) -> None:
+        for op, imm, src in self.p.epilogue:
             if src == SRC_BIAS:
-                b.alu(AluOp(op), bias_k[t], iter_out=tm, dst=(tn, 0))
+                tm, tn = self.p.tile_m, self.p.tile_n
+                self.b.alu(AluOp(op), self.bias_k[t], iter_out=tm, dst=(tn, 0))
             else:
-                b.alu(AluOp(op), alu_k[t], imm=imm)
+                self.b.alu(AluOp(op), self.alu_k[t], imm=imm)
 
-    def store(t: int, q: int, bi: int, sp: tuple[int, ...], no: int) -> None:
-        j0 = (no * vt + t) * tn
+    def store(self, t: int, q: int, bi: Any, sp: tuple[Any, ...], no: Any) -> None:
+        p, b = self.p, self.b
+        tm, tn, nb = p.tile_m, p.tile_n, p.n_blocks
+        j0 = (no * p.vthreads + t) * tn
+        base = t * self.acc_stride
         if p.kind == KIND_GEMM:
-            at: tuple[int, ...] = (q * mb + sp[0] * tm, j0)
-            b.store(c_buf, sram_base=t * acc_stride, y_size=tm, x_size=tn, x_stride=nb, at=at)
+            at: tuple[Any, ...] = (q * p.m_blocks + sp[0] * tm, j0)
+            b.store(self.c_buf, sram_base=base, y_size=tm, x_size=tn, x_stride=nb, at=at)
         elif p.kind == KIND_BMM:
             at = (q, bi, sp[0] * tm, j0)
-            b.store(c_buf, sram_base=t * acc_stride, y_size=tm, x_size=tn, x_stride=nb, at=at)
-        elif tw == p.out_w:  # whole output rows: one 2-D store
-            at = (q, 0, sp[0] * th, 0, j0)
-            b.store(c_buf, sram_base=t * acc_stride, y_size=tm, x_size=tn, x_stride=nb, at=at)
+            b.store(self.c_buf, sram_base=base, y_size=tm, x_size=tn, x_stride=nb, at=at)
+        elif p.tile_w == p.out_w:  # whole output rows: one 2-D store
+            at = (q, 0, sp[0] * p.tile_h, 0, j0)
+            b.store(self.c_buf, sram_base=base, y_size=tm, x_size=tn, x_stride=nb, at=at)
         else:  # one store per output row of the tile
-            for oh in range(th):
-                at = (q, 0, sp[0] * th + oh, sp[1] * tw, j0)
-                base = t * acc_stride + oh * tw * tn
-                b.store(c_buf, sram_base=base, y_size=tw, x_size=tn, x_stride=nb, at=at)
+            tw = p.tile_w
+            for oh in range(p.tile_h):
+                at = (q, 0, sp[0] * p.tile_h + oh, sp[1] * tw, j0)
+                row_base = base + oh * tw * tn
+                b.store(self.c_buf, sram_base=row_base, y_size=tw, x_size=tn, x_stride=nb, at=at)
 
-    n_tiles = len(groups) * vt
-    n_units = n_tiles * ko_n  # (tile, k tile) pairs, in program order
-    unit = 0
-    prev: tuple[int, tuple[int, ...], int] | None = None
-    for gi, (bi, sp, no) in enumerate(groups):
-        g = gi * vt
-        keep_a = ko_n == 1 and prev is not None and prev[:2] == (bi, sp)
-        keep_w = ko_n == 1 and prev is not None and (prev[0], prev[2]) == (bi, no)
-        if p.bias and (prev is None or prev[2] != no):
-            # the bias tile of each half (an ACC load on the compute engine, vta.md §2.2): the
-            # store engine never reads it, and the ALU ADDs that read it ran earlier in order
-            for t in range(vt):
-                load_bias(t, no)
-        for t in range(vt):
-            if g + t >= vt:
-                b.dep_pop(Engine.STORE, Engine.COMPUTE)  # this half's last store is out
-            b.gemm(reset_k[t], reset=True, **reset_loops)
-        for ko in range(ko_n):
-            for t in range(vt):
-                if unit + t >= vt:
-                    b.dep_pop(Engine.COMPUTE, Engine.LOAD)  # the GEMM reading this half is done
-                if not keep_a:
-                    load_a(t, bi, sp, ko)
-                if not keep_w:
-                    load_w(t, bi, no, ko)
-                b.dep_push(Engine.LOAD, Engine.COMPUTE)
-            for t in range(vt):
-                b.dep_pop(Engine.LOAD, Engine.COMPUTE)
-                b.gemm(gemm_k[t], **loops)
-                if unit + t + vt < n_units:
-                    b.dep_push(Engine.COMPUTE, Engine.LOAD)
-            unit += vt
-        for q in range(planes):
-            for t in range(vt):
-                if q:
-                    b.dep_pop(Engine.STORE, Engine.COMPUTE)  # plane q-1 of this half is out
-                    b.alu(AluOp.SHR, alu_k[t], imm=8)
-                else:
-                    epilogue(t)
-                b.dep_push(Engine.COMPUTE, Engine.STORE)
-            for t in range(vt):
-                b.dep_pop(Engine.COMPUTE, Engine.STORE)
-                store(t, q, bi, sp, no)
-                if q < planes - 1 or g + t + vt < n_tiles:
-                    b.dep_push(Engine.STORE, Engine.COMPUTE)
-        prev = (bi, sp, no)
-    return b.finish()
+    # -- the two generators ----------------------------------------------------------------------
+    def scalar(self) -> Program:
+        """The program, group by group (the reference generator)."""
+        bi, no = self.g_bi.tolist(), self.g_no.tolist()
+        sp = list(zip(*(a.tolist() for a in self.g_sp), strict=True))
+        for gi, code in enumerate(self.classes().tolist()):
+            self.emit_group(code, bi[gi], sp[gi], no[gi])
+        return self.b.finish()
+
+    def fast(self) -> Program:
+        """The program from group templates (see :func:`gemm_int32_program`), not validated.
+
+        Raises:
+            VTAProgramError: an address outside its buffer (the caller re-runs :meth:`scalar`
+                for the error of the first such instruction in program order).
+            _Mismatch: a template's array pass differs from its scalar pass.
+        """
+        b = self.b
+        codes = self.classes()
+        n_g = self.n_groups
+        ids: dict[State, int] = {}
+        states: list[State] = []
+
+        def state_id() -> int:
+            st = b.state()
+            found = ids.get(st)
+            if found is None:
+                found = ids[st] = len(states)
+                states.append(st)
+            return found
+
+        # pass 1: the structure of each (class, state in) template and the state it leaves;
+        # within a run of groups of one class, once a template leaves the state it started
+        # from, the rest of the run repeats it
+        s = state_id()
+        memo: dict[tuple[int, int], tuple[int, int]] = {}
+        tmpl: list[tuple[int, int, Segment]] = []
+        group_t = np.empty(n_g, np.int64)
+        run_starts = np.flatnonzero(np.diff(codes, prepend=-1) != 0).tolist() + [n_g]
+        for g0, g1 in zip(run_starts[:-1], run_starts[1:], strict=True):
+            code = int(codes[g0])
+            for gi in range(g0, g1):
+                hit = memo.get((code, s))
+                if hit is None:
+                    b.restore(states[s])
+                    self.emit_group(code, *self.group(gi))
+                    seg = b.segment()
+                    hit = memo[(code, s)] = (len(tmpl), state_id())
+                    tmpl.append((code, s, seg))
+                tid, s_next = hit
+                if s_next == s:
+                    group_t[gi:g1] = tid
+                    break
+                group_t[gi], s = tid, s_next
+        b.restore(states[s])
+        b.close(sync=True)
+        suffix = b.segment()
+
+        # pass 2: every group of a template at once, addresses as arrays
+        filled: list[tuple[Segment, np.ndarray]] = []  # (segment, positions of its rows)
+        lengths = np.array([len(seg.rows) for _, _, seg in tmpl], np.int64)
+        starts = np.zeros(n_g + 1, np.int64)
+        np.cumsum(lengths[group_t], out=starts[1:])
+        for tid, (code, s_in, seg) in enumerate(tmpl):
+            idx = np.flatnonzero(group_t == tid)
+            b.restore(states[s_in])
+            self.emit_group(code, *self.group_arrays(idx))
+            seg2 = b.segment()
+            _same_structure(seg, seg2)
+            pos = starts[idx][:, None] + np.arange(len(seg.rows), dtype=np.int64)
+            filled.append((seg2, pos))
+
+        # assemble the columns: each instruction is a row of a template (or of the suffix); a
+        # column is a gather of each row's scalar value, then the rows whose value is an array
+        # (addresses, C2D border sizes and pads) are scattered, then the patched flags set
+        ubase = b.uop_buffer().elem_base
+        n = int(starts[-1]) + len(suffix.rows)
+        tail = int(starts[-1]) + np.arange(len(suffix.rows), dtype=np.int64)
+        parts = [(seg2, pos) for seg2, pos in filled] + [(suffix, tail[None, :])]
+        bases = np.cumsum([0] + [len(seg.rows) for seg, _ in parts])
+        rowid = np.empty(n, np.int32)
+        for (_, pos), base in zip(parts, bases[:-1].tolist(), strict=True):
+            rowid[pos] = base + np.arange(pos.shape[1], dtype=np.int32)
+        dtypes = field_dtypes(self.cfg)
+        cols: dict[str, np.ndarray] = {}
+        for i, name in enumerate(FIELDS):
+            lut = np.zeros(int(bases[-1]), np.int64)
+            scattered: list[tuple[np.ndarray, np.ndarray]] = []
+            for (seg, pos), base in zip(parts, bases[:-1].tolist(), strict=True):
+                for r, row in enumerate(seg.rows):
+                    v = row[i]
+                    if isinstance(v, np.ndarray):
+                        scattered.append((pos[:, r], v))
+                    else:
+                        lut[base + r] = v
+                if name == "dram_base":
+                    for r, off in seg.uop_fixups:
+                        lut[base + r] = ubase + off
+            patched = [(pos[:, 0] - 1, seg.patch[name]) for seg, pos in parts if name in seg.patch]
+            lo, hi = int(lut.min()), int(lut.max())
+            for _, v in scattered:
+                lo, hi = min(lo, int(v.min())), max(hi, int(v.max()))
+            for _, v in patched:
+                lo, hi = min(lo, v), max(hi, v)
+            info = np.iinfo(dtypes[name])
+            dt = dtypes[name] if info.min <= lo and hi <= info.max else np.dtype(np.int64)
+            if lo == hi and not scattered:  # one value everywhere (often 0)
+                cols[name] = np.full(n, lo, dt)
+                continue
+            col = lut.astype(dt)[rowid]
+            for idx, v in scattered:
+                col[idx] = v
+            for idx, v in patched:  # never on the first group: it has no row before it
+                col[idx] = v
+            cols[name] = col
+        return Program(
+            self.cfg, None, dict(b.buffers), b.uop_table(), b._top, table=InsnTable(cols)
+        )
+
+
+def _same_structure(seg: Segment, seg2: Segment) -> None:
+    """Raise :class:`_Mismatch` unless ``seg2`` (array pass) has ``seg``'s rows (scalar pass of
+    its first group) with the first group's values, the same patch and micro-op loads."""
+    if len(seg.rows) != len(seg2.rows) or seg.patch != seg2.patch:
+        raise _Mismatch("row count or patch")
+    if seg.uop_fixups != seg2.uop_fixups:
+        raise _Mismatch("micro-op loads")
+    for r1, r2 in zip(seg.rows, seg2.rows, strict=True):
+        for v1, v2 in zip(r1, r2, strict=True):
+            if isinstance(v2, np.ndarray):
+                if v2.size == 0 or int(v2[0]) != int(v1):
+                    raise _Mismatch("values")
+            elif int(v1) != int(v2):
+                raise _Mismatch("values")
 
 
 def pack_inputs(x: np.ndarray, w: np.ndarray, config: VTAConfig | None = None) -> dict:
@@ -548,9 +810,9 @@ def build_vta(
     """The VTA build function (:data:`heronlike.measure.BuildFunction`).
 
     Generates the program from ``options["assignment"]`` (the candidate's CSP assignment) under
-    ``options["vta_config"]`` (``vta_config.json`` text) and pickles ``{"format", "config",
-    "params", "program"}`` to ``path``. ``mod_json`` (the scheduled TIR) and ``target`` are not
-    read. Failures are returned as ``"build"`` errors, never raised.
+    ``options["vta_config"]`` (``vta_config.json`` text) and writes it to ``path`` as a
+    columnar artifact (:func:`save_artifact`). ``mod_json`` (the scheduled TIR) and ``target``
+    are not read. Failures are returned as ``"build"`` errors, never raised.
     """
     from heronlike.measure.kinds import ErrorKind
     from heronlike.measure.runner import short_error
@@ -559,18 +821,9 @@ def build_vta(
         config = VTAConfig.from_json(_json(options.get("vta_config")))
         params = GemmParams.from_assignment(options.get("assignment") or {})
         program = gemm_int32_program(params, config)
-        with open(path, "wb") as f:
-            pickle.dump(
-                {
-                    "format": ARTIFACT_FORMAT,
-                    "config": config,
-                    "params": params,
-                    "program": program,
-                },
-                f,
-            )
+        save_artifact(path, program, params)
         info = {
-            "instructions": len(program.instructions),
+            "instructions": program.n_instructions,
             "uops": int(len(program.uops)),
             "params": asdict(params),
         }
@@ -580,21 +833,97 @@ def build_vta(
 
 
 def _json(text: Any) -> dict[str, Any]:
-    import json
-
     if not text:
         return {}
     return dict(json.loads(text)) if isinstance(text, str) else dict(text)
 
 
-def load_artifact(path: str) -> tuple[Program, GemmParams]:
-    """The program and parameters a :func:`build_vta` artifact holds.
+def save_artifact(path: str | Path, program: Program, params: GemmParams) -> None:
+    """Write ``program`` (validated) and ``params`` to ``path`` in the artifact format
+    :data:`ARTIFACT_FORMAT`: one uncompressed ``.npz`` (whatever ``path`` ends with) holding
+
+    * ``format``: the format tag, a 0-d unicode array;
+    * ``meta``: JSON text (a 0-d unicode array) of the config (``vta_config.json`` keys), the
+      parameters (:class:`GemmParams` fields, the epilogue as lists), the DRAM buffers (name,
+      kind, byte address, shape, dtype, element bytes) and the DRAM image size in bytes;
+    * ``insns``: the instruction stream, an ``(n, 2)`` uint64 array of each instruction's
+      128-bit encoding (:func:`~.encoding.encode`) as (low, high) 64-bit halves, 16 bytes per
+      instruction;
+    * ``uops``: the micro-op table, an ``(k, 3)`` int64 array of (dst, src, wgt) indices.
 
     Raises:
-        VTAProgramError: the file is not such an artifact.
+        VTAProgramError, VTAFieldError: ``program`` does not validate.
+        OSError: ``path`` cannot be written.
+    """
+    program.validate()
+    meta = {
+        "config": json.loads(program.config.to_json()),
+        "params": asdict(params),
+        "buffers": [
+            [b.name, b.kind, b.addr, list(b.shape), np.dtype(b.dtype).str, b.elem_bytes]
+            for b in program.buffers.values()
+        ],
+        "dram_bytes": program.dram_bytes,
+    }
+    with open(path, "wb") as f:  # a file object: np.savez would append ".npz" to a name
+        np.savez(
+            f,
+            format=np.array(ARTIFACT_FORMAT),
+            meta=np.array(json.dumps(meta)),
+            insns=program.encoded_words(),
+            uops=np.asarray(program.uops, np.int64).reshape(-1, 3),
+        )
+
+
+def load_artifact(path: str | Path) -> tuple[Program, GemmParams]:
+    """The program and parameters a :func:`build_vta` artifact holds (:func:`save_artifact`'s
+    format; the pickled artifacts of format ``heronlike-vta-program/1`` are read too). The
+    program comes back as columns, already validated (its builder validated it); about 0.1 µs
+    per instruction, against 8 µs for the pickled objects of format 1.
+
+    Raises:
+        VTAProgramError: the file is not such an artifact, has another format tag, or holds an
+            instruction word that does not decode.
     """
     with open(path, "rb") as f:
+        magic = f.read(4)
+        f.seek(0)
+        if magic[:1] == b"\x80":  # a pickle: format 1
+            return _load_pickled(f, str(path))
+        if magic != b"PK\x03\x04":
+            raise VTAProgramError(f"{path} is not a VTA program artifact ({ARTIFACT_FORMAT})")
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                tag = str(data["format"]) if "format" in data.files else None
+                if tag != ARTIFACT_FORMAT:
+                    raise VTAProgramError(
+                        f"{path}: VTA program artifact format {tag!r}, this heronlike reads "
+                        f"{ARTIFACT_FORMAT!r} (rebuild the candidate)"
+                    )
+                meta = json.loads(str(data["meta"]))
+                words, uops = data["insns"], data["uops"]
+        except (ValueError, KeyError, OSError) as exc:
+            raise VTAProgramError(f"{path} is not a readable VTA program artifact: {exc}") from None
+    config = VTAConfig.from_json(meta["config"])
+    pm = dict(meta["params"])
+    pm["epilogue"] = tuple(tuple(int(v) for v in op) for op in pm.get("epilogue", ()))
+    params = GemmParams(**pm)
+    buffers = {
+        name: DramBuffer(name, kind, int(addr), tuple(shape), np.dtype(dt), int(eb))
+        for name, kind, addr, shape, dt, eb in meta["buffers"]
+    }
+    table = decode_table(words, config).narrowed(config)
+    program = Program(config, None, buffers, uops, int(meta["dram_bytes"]), table=table)
+    program.mark_validated()
+    return program, params
+
+
+def _load_pickled(f: BinaryIO, path: str) -> tuple[Program, GemmParams]:
+    """A format-1 artifact: a pickled ``{"format", "config", "params", "program"}``."""
+    try:
         data = pickle.load(f)  # noqa: S301 - our own builder's file
-    if not isinstance(data, dict) or data.get("format") != ARTIFACT_FORMAT:
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not ours"
+        raise VTAProgramError(f"{path} is not a readable VTA program artifact: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != _PICKLED_FORMAT:
         raise VTAProgramError(f"{path} is not a VTA program artifact ({ARTIFACT_FORMAT})")
     return data["program"], data["params"]

@@ -1,8 +1,9 @@
 """The VTA runner: run built VTA programs on the simulator, check them, report simulated time.
 
 Satisfies :class:`heronlike.measure.Runner`. For each :class:`~heronlike.measure.RunInput` it
-loads the program (:func:`~.lowering.load_artifact`) and times it with the timing-only
-simulator (:func:`~.simulator.time_program`, fast: no numerics). The latency is
+loads the program (:func:`~.lowering.load_artifact`: a columnar artifact, decoded into arrays,
+no object per instruction) and times it with the timing-only simulator
+(:func:`~.simulator.time_program`, fast: no numerics). The latency is
 ``cycles / clock`` (simulated seconds, deterministic: ``number`` and ``repeat`` are accepted and
 do not change it), never host time.
 

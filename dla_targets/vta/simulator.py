@@ -17,7 +17,8 @@ Each instruction's data effect (:mod:`.numerics`) runs when it starts, so a prog
 tokens computes what hardware would; a racy program (a missing token) computes what this
 schedule of events gives, and no race detector flags it. ``timing_only=True`` skips the data
 effects (for tuning) and runs the same model in :mod:`.fast_timing` (columns of precomputed
-costs, a lean event loop, micro-op checks once per distinct GEMM/ALU); micro-op loads, index
+costs, a lean event loop that skips repeated steady-state periods, micro-op checks once per
+distinct GEMM/ALU); micro-op loads, index
 bounds and the accumulator hazard are still checked, so both modes give the same cycles and
 the same errors (``tests/test_vta_timing.py`` checks it over many programs). The event loop here
 is the reference: readable, and what the fast one is tested against.
@@ -181,8 +182,8 @@ def _reference_timing(
     timeout_s: float | None = None,
     max_events: int | None = None,
 ) -> SimReport:
-    """The reference event loop in timing-only mode (what the fast path is tested against, and
-    what it re-runs to raise the reference's own error when a check fails)."""
+    """The reference event loop in timing-only mode (what the fast path, report and errors, is
+    tested against)."""
     program.validate()
     return _Run(program, t, None, False, timeout_s=timeout_s, max_events=max_events).run().report
 

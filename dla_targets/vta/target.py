@@ -13,7 +13,8 @@ PYNQ-Z2 design, :class:`~.config.VTAConfig`). Only BATCH = 1 configurations are 
 * **Rules**: :mod:`heronlike.rules.vta` (tiling, virtual threads, tile order, GEMM folding;
   buffer, micro-op, field-width and hazard constraints).
 * **Measurement**: a :class:`~heronlike.measure.LocalBuilder` running
-  :func:`~.lowering.build_vta` (program generated from the candidate's assignment, pickled),
+  :func:`~.lowering.build_vta` (program generated from the candidate's assignment, written as
+  a columnar artifact),
   and :class:`~.runner.VTARunner` (simulated cycles at the configured clock, outputs checked
   bit-exactly). Nothing here needs the host to have anything: ``check_host`` accepts every
   host, and no kernel runs in the tuning process (``runs_in_process = False``).
@@ -206,7 +207,7 @@ class VTATarget(DLATarget):
 
         from .lowering import build_vta
 
-        return LocalBuilder(max_workers=1, timeout_s=timeout_s, build_fn=build_vta, suffix=".pkl")
+        return LocalBuilder(max_workers=1, timeout_s=timeout_s, build_fn=build_vta, suffix=".npz")
 
     def make_runner(self, *, timeout_s: float = 30.0, **evaluator: Any) -> Any:
         from .runner import VTARunner
