@@ -4,7 +4,8 @@ This machine has nvcc and no GPU, so the work is split in subcommands:
 
 * ``count``: for each of Heron's TensorCore cases (fp16 in, fp32 accumulate), build
   ``--samples`` random valid schedules (RandSAT) with nvcc and count how many build, why the others
-  fail (spill, registers, shared memory, nvcc, TVM), the ptxas register range, and whether the
+  fail (spill, registers, shared memory, nvcc, TVM), the ptxas register range, how many needed
+  ptxas's register-usage level 10 after spilling at 5 (``ptxas_10``), and whether the
   CSP's shared bytes equal the built kernel's. Writes ``results/tensorcore_compile.csv``.
 * ``bundle``: one tuning round per case (:func:`heronlike.offline.prepare_bundle`) written as an
   offline bundle, optionally merged into one bundle folder; prints its size and the command to
@@ -69,15 +70,15 @@ TC_CASES: dict[str, tuple[str, tuple[int, ...]]] = {
 }
 
 COUNT_COLUMNS = (
-    "case", "op", "shape", "dtype", "arch", "status", "samples", "ok", "ok_pct", "spill",
-    "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
-    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "seconds", "cpu", "nvcc_version",
-    "tvm_version", "date",
+    "case", "op", "shape", "dtype", "arch", "nvcc_flags", "status", "samples", "ok", "ok_pct",
+    "spill", "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
+    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "seconds", "cpu",
+    "nvcc_version", "tvm_version", "date",
 )  # fmt: skip
 FAIL_KINDS = ("spill", "registers", "shared_memory", "nvcc", "build")
 COUNT_TABLE = (
     "case", "state", "samples", "ok", "ok_pct", *FAIL_KINDS, "other", "regs_min", "regs_median",
-    "regs_max", "shared_mismatch", "no_param_arg", "seconds",
+    "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "seconds",
 )  # fmt: skip
 REPORT_COLUMNS = (
     "case", "op", "shape", "dtype", "status", "trials", "valid", "valid_pct", "heronlike_ms",
@@ -205,8 +206,11 @@ def csp_shared_bytes(assignment: dict[str, int]) -> int:
     return sum(v for k, v in assignment.items() if re.fullmatch(r"[^.]+\.shared\.bytes", k))
 
 
-def count_case(case: str, samples: int, arch: str, seed: int, timeout_s: float) -> dict[str, Any]:
-    """Build ``samples`` distinct RandSAT samples of ``case`` and count the outcomes."""
+def count_case(
+    case: str, samples: int, arch: str, seed: int, timeout_s: float, nvcc_flags: str = ""
+) -> dict[str, Any]:
+    """Build ``samples`` distinct RandSAT samples of ``case`` and count the outcomes;
+    ``nvcc_flags`` (a shell-quoted string) are appended to the builder's nvcc command."""
     import tvm
 
     from heronlike.measure import BuildInput
@@ -216,6 +220,7 @@ def count_case(case: str, samples: int, arch: str, seed: int, timeout_s: float) 
     op, params, compute = case_compute(case)
     row: dict[str, Any] = {"case": case, "op": op, "shape": shape_text(params), "arch": arch}
     row["dtype"] = DTYPE_LABEL
+    row["nvcc_flags"] = nvcc_flags
     t0 = time.perf_counter()
     try:
         space = generate_space(compute, target_string(arch))
@@ -233,18 +238,20 @@ def count_case(case: str, samples: int, arch: str, seed: int, timeout_s: float) 
         except Exception:  # noqa: BLE001 - a schedule TVM rejects is a failed sample
             kinds["schedule"] = kinds.get("schedule", 0) + 1
             continue
-        inputs.append(BuildInput(mod_json, tgt.tvm_target(), tgt.build_options()))
+        options = {**tgt.build_options(), "nvcc_flags": shlex.split(nvcc_flags)}
+        inputs.append(BuildInput(mod_json, tgt.tvm_target(), options))
         planned.append(csp_shared_bytes(a))
     builder = tgt.make_builder(timeout_s=timeout_s)
     try:
         results = builder.build(inputs)
     finally:
         builder.close()
-    regs, mismatch, no_param = [], 0, 0
+    regs, mismatch, no_param, level10 = [], 0, 0, 0
     for res, shared in zip(results, planned, strict=True):
         if not res.ok:
             kinds[res.error_kind] = kinds.get(res.error_kind, 0) + 1
             continue
+        level10 += res.info.get("ptxas_level") == 10
         regs.append(max((k["registers"] for k in res.info["kernels"].values()), default=0))
         built = max((launch["dynamic_shared_bytes"] for launch in res.info["launches"]), default=0)
         mismatch += built != shared
@@ -263,6 +270,7 @@ def count_case(case: str, samples: int, arch: str, seed: int, timeout_s: float) 
         regs_max=max(regs) if regs else None,
         shared_mismatch=mismatch,
         no_param_arg=no_param,
+        ptxas_10=level10,
         seconds=round(time.perf_counter() - t0, 1),
         **{k: kinds.get(k, 0) for k in FAIL_KINDS},
     )
@@ -282,14 +290,17 @@ def cmd_count(args: argparse.Namespace) -> int:
     rows = []
     for case in parse_cases(args.cases):
         try:
-            row = count_case(case, args.samples, args.arch, args.seed, args.build_timeout)
+            row = count_case(
+                case, args.samples, args.arch, args.seed, args.build_timeout, args.nvcc_flags
+            )
         except Exception as exc:  # noqa: BLE001 - one case's failure does not stop the others
             row = {"case": case, "op": TC_CASES[case][0], "arch": args.arch}
+            row["nvcc_flags"] = args.nvcc_flags
             row["status"] = why_failed(exc)
         row.update(info)
         row["state"] = str(row["status"]).split(":")[0]
         rows.append(row)
-        write_rows(out, [row], COUNT_COLUMNS, ("case", "arch"))
+        write_rows(out, [row], COUNT_COLUMNS, ("case", "arch", "nvcc_flags"))
         print(f"{case}: {row['status'][:200]} ({row.get('seconds')} s)", flush=True)
     print()
     print_table(rows, COUNT_TABLE)
@@ -607,6 +618,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--build-timeout", type=float, default=120.0, help="seconds per candidate")
+    p.add_argument(
+        "--nvcc-flags",
+        default="",
+        help="extra nvcc flags, e.g. '-Xptxas --register-usage-level=5' (ptxas's default level)",
+    )
     p.add_argument("--out", default=str(RESULTS / "tensorcore_compile.csv"))
     p.set_defaults(fn=cmd_count)
 

@@ -73,8 +73,9 @@ class TensorCoreTiling(Rule):
         gather_unroll_steps: the candidates instead when an operand is gathered through a
             zero-padding condition (a padded convolution's implicit GEMM): each unrolled fetch
             iteration recomputes the im2col indices and bounds checks, and ptxas keeps them
-            live across the reduction loop. Of 270 sampled C1/C3 schedules (sm_90, nvcc 13)
-            13 spilled, 11 of them with step 64; the padded cases drop it.
+            live across the reduction loop. Of 270 sampled C1/C3 schedules (sm_90, nvcc 13,
+            ptxas level 5) 13 spilled, 11 of them with step 64, and those still spill at
+            ptxas's register-usage level 10; the padded cases drop step 64.
         vector_bytes: the widest cooperative-fetch vector (16 bytes: ``ld.global.v4``).
         align_offsets: candidate row paddings (elements) of staged tiles (Heron's
             ``storage_align`` set); an offset must be a multiple of the fetch vector.
@@ -340,14 +341,6 @@ class TensorCoreTiling(Rule):
         row = dims[-1]
         itemsize = acc.itemsize
         lane_options = tuple(v for v in (1, 2, 4, 8, 16) if v * itemsize <= self.vector_bytes)
-        if itemsize == 2:
-            # TVM 0.27 emits a 4-lane 16-bit vector as its own ``half4`` struct (constructors
-            # and all), which ptxas sometimes keeps in local memory: an 8-32 byte stack frame
-            # reported as spills, at 40-60 registers. In 640 sampled G1/G2/G4/C1/C3 schedules
-            # (sm_90, nvcc 13; unroll-64 padded gathers left out, see ``gather_unroll_steps``)
-            # 7 of 236 with a 4-lane fetch spilled, 2 of 404 without; 2 and 8 lanes are
-            # ``half2`` and ``uint4``
-            lane_options = tuple(v for v in lane_options if v != 4)
         lanes = csp.var(f"{prefix}.vector", 1, max(lane_options), knob=True, doc="fetch vector")
         csp.add(In(lanes, lane_options))
         iters = csp.var(f"{prefix}.iterations", 1, _size(acc.shape), doc="fetch iterations")

@@ -237,18 +237,14 @@ def test_cubins_build_without_spills() -> None:
             assert launch["dynamic_shared_bytes"] == a["C.shared.bytes"]
 
 
-def test_fetch_and_unroll_choices_that_spilled_are_dropped() -> None:
-    """16-bit operands are fetched without 4-lane vectors (TVM's ``half4`` struct, which ptxas
-    kept on the stack), int8 ones keep them; a padded convolution's block loop unrolls at most
-    16 steps (its unrolled im2col gathers spilled), a plain GEMM's up to 64."""
+def test_padded_gathers_unroll_at_most_16_steps() -> None:
+    """A padded convolution's block loop unrolls at most 16 steps (its unrolled im2col gathers
+    spilled at any ptxas register-usage level), a plain GEMM's up to 64."""
     padded = generate_space(ops.c2d(2, 8, 8, 16, 16, 3, 3, 1, 1, dtype="float16"), TC).csp
     plain = generate_space(ops.gemm(64, 64, 64, dtype="float16"), TC).csp
-    int8 = generate_space(ops.gemm(64, 64, 64, dtype="int8-int8"), TC).csp
-    for csp, stage in ((padded, "Y"), (plain, "C")):
-        for role in "ab":
-            assert csp.candidates(f"{stage}.{role}.shared.vector") == (1, 2, 8)
-    assert 4 in int8.candidates("C.a.shared.vector")
-    assert len(padded.candidates("Y.unroll")) == 2 < len(plain.candidates("C.unroll")) == 3
+    assert padded.candidates("Y.unroll") == (0, 1)
+    assert plain.candidates("C.unroll") == (0, 1, 2)
+    assert padded.candidates("Y.a.shared.vector") == plain.candidates("C.a.shared.vector")
 
 
 # -- offline bundles and replay -----------------------------------------------------------------

@@ -43,10 +43,8 @@ __all__ = [
 ]
 
 #: nvcc flags: those of TVM's ``tvm.support.nvcc.compile_cuda`` except its ptxas options
-#: (``--register-usage-level=10 --warn-on-local-memory-usage``): ptxas keeps its default level 5.
-#: Level 10 changes the resources (a WMMA GEMM: 90 registers, no spill -> 72 registers, 16 bytes
-#: spilled); add ``["-Xptxas", "--register-usage-level=10"]`` to ``options["nvcc_flags"]`` to
-#: match a TVM runtime that JIT-compiles ``kernel.so``. ``options["nvcc_flags"]`` come last.
+#: (``--register-usage-level=10 --warn-on-local-memory-usage``); the register-usage level is
+#: chosen per candidate (:data:`PTXAS_LEVELS`). ``options["nvcc_flags"]`` come last.
 NVCC_FLAGS = (
     "-O3",
     "-U__CUDA_NO_HALF_OPERATORS__",
@@ -61,6 +59,16 @@ NVCC_FLAGS = (
     "-Xptxas",
     "-v",
 )
+
+#: ptxas ``--register-usage-level`` values tried in order until a kernel builds without spills
+#: (``options["ptxas_levels"]`` overrides). Neither level spills less in general: at the default
+#: 5, WMMA kernels of 40-128 registers were often given 4-16 byte stack spills to save a few
+#: registers (of 8 such sampled TensorCore kernels, sm_90, nvcc 13, none spilled at level 10:
+#: e.g. 40 registers + 4 bytes spilled -> 55 registers, no spill), while a 512³ WMMA GEMM builds
+#: clean at 5 (90 registers) and spills 16 bytes at 10 (72 registers). A kernel that spills at
+#: both (the register file really is too small) is a ``spill`` failure. Level 10 is what a TVM
+#: runtime that JIT-compiles ``kernel.so`` uses.
+PTXAS_LEVELS = (5, 10)
 
 _DYN_SHARED_TAG = "tirx.use_dyn_shared_memory"
 _AXES = "xyz"
@@ -370,7 +378,9 @@ def build_cuda(
             default ``"nvcc"``), ``nvcc_flags`` (extra flags, list), ``pass_config`` (TVM
             ``PassContext`` config, e.g. ``{"tirx.disable_storage_rewrite": True}``),
             ``max_registers_per_thread`` (255), ``registers_per_block`` (65536),
-            ``max_shared_bytes`` (static + dynamic bytes per block, 49152).
+            ``max_shared_bytes`` (static + dynamic bytes per block, 49152), ``ptxas_levels``
+            (register-usage levels tried in order until no kernel spills, default
+            :data:`PTXAS_LEVELS`; ignored when ``nvcc_flags`` set a level).
 
     Returns:
         ``(path, None, None, manifest)`` on success, else ``(None, kind, message, info)`` with
@@ -379,8 +389,9 @@ def build_cuda(
         folder is then removed and ``info`` holds what was gathered so far (same keys as the
         manifest). Never raises.
 
-        The manifest (also written to ``manifest.json``) is ``{"arch", "launches": [{"kernel",
-        "grid": [x, y, z], "block": [x, y, z], "dynamic_shared_bytes", "args": [param index]}],
+        The manifest (also written to ``manifest.json``) is ``{"arch", "ptxas_level" (the
+        register-usage level used, None for the caller's own), "launches": [{"kernel", "grid":
+        [x, y, z], "block": [x, y, z], "dynamic_shared_bytes", "args": [param index]}],
         "kernels": {name: {"registers", "spill_stores_bytes", "spill_loads_bytes",
         "static_shared_bytes", "stack_bytes"}}, "params": [{"name", "shape", "dtype"}],
         "shared_bytes_per_block": {name: static + dynamic bytes}}``.
@@ -416,18 +427,27 @@ def build_cuda(
 
     if not arch:
         return fail(ErrorKind.NVCC, "no arch: pass options['arch'] or target['arch']")
-    code, output = _compile_cubin(
-        os.path.join(path, "kernel.cu"),
-        os.path.join(path, "kernel.cubin"),
-        arch,
-        str(options.get("nvcc", "nvcc")),
-        [str(x) for x in options.get("nvcc_flags", [])],
-    )
-    if code != 0:
-        tail = [ln for ln in output.splitlines() if ln.strip()][-8:]
-        return fail(ErrorKind.NVCC, f"nvcc exit {code}: " + "\n".join(tail))
-    kernels = parse_ptxas(output)
-    info["kernels"] = kernels
+    user_flags = [str(x) for x in options.get("nvcc_flags", [])]
+    levels: tuple[int | None, ...] = tuple(options.get("ptxas_levels", PTXAS_LEVELS))
+    if any("register-usage-level" in f for f in user_flags) or not levels:
+        levels = (None,)  # the caller's own level
+    for level in levels:
+        extra = [] if level is None else ["-Xptxas", f"--register-usage-level={level}"]
+        code, output = _compile_cubin(
+            os.path.join(path, "kernel.cu"),
+            os.path.join(path, "kernel.cubin"),
+            arch,
+            str(options.get("nvcc", "nvcc")),
+            extra + user_flags,
+        )
+        if code != 0:
+            tail = [ln for ln in output.splitlines() if ln.strip()][-8:]
+            return fail(ErrorKind.NVCC, f"nvcc exit {code}: " + "\n".join(tail))
+        kernels = parse_ptxas(output)
+        info["kernels"] = kernels
+        info["ptxas_level"] = level
+        if not any(k["spill_stores_bytes"] or k["spill_loads_bytes"] for k in kernels.values()):
+            break
     shared: dict[str, int] = {}
     for launch in info["launches"]:
         static = kernels.get(launch["kernel"], {}).get("static_shared_bytes", 0)
