@@ -20,22 +20,25 @@ Usage (the committed results were made with the defaults, on an otherwise idle m
     python benchmarks/search_efficiency.py --ops gemm --seeds 1 --trials 32 --rand-trials 32
     python benchmarks/search_efficiency.py --simulate heronlike_runs/records.sqlite --ops gemm
 
-**Surrogate simulation** (``--surrogate RECORDS``, for a CPU without AVX512-VNNI): the records
-of a float32 GEMM tuned with ``target="llvm"`` (a few hundred RandSAT trials, recorded once with
-``--record``) define a simulated space: the throughput of any valid assignment is the
-inverse-distance-weighted mean of its ``--knn`` nearest recorded trials in ``log2`` knob space
-(exactly the recorded value at a recorded point). Replaying the records alone (``--simulate``)
-would fail almost every proposal as ``not_recorded``: the 256^3 space holds ~10^5 valid points.
-Every explorer then runs the tune loop's protocol (propose a batch, "measure" it on the surrogate,
-observe) for ``--seeds`` seeds; the script writes
-``<out>/search_efficiency_sim-<cpu>-<date>.csv`` (one row per explorer, seed and budget point,
-with the CPU model and date) and ``..._summary.csv``: mean best GFLOP/s with a 95 % Student-t
-confidence interval per explorer and budget, and the paired differences CGA - CGA-1 (same seeds)
-and CGA@200 - RAND@600. The surrogate's leave-one-out rank correlation is printed and saved.
+**Surrogate simulation** (``--surrogate RECORDS``, for a CPU without AVX512-VNNI): the records of a
+float32 GEMM (or, ``--sim-op c2d``, a conv2d) tuned with ``target="llvm"`` (a few hundred RandSAT
+trials, recorded once with ``--record``) define a simulated space: the throughput of any valid
+assignment is the inverse-distance-weighted mean of its ``--knn`` nearest recorded trials in
+``log2`` knob space (exactly the recorded value at a recorded point). Replaying the records alone
+(``--simulate``) would fail almost every proposal as ``not_recorded``: the 256^3 space holds ~10^5
+valid points. Every explorer then runs the tune loop's protocol (propose a batch, "measure" it on
+the surrogate, observe) for ``--seeds`` seeds; the script writes
+``<out>/search_efficiency_sim-<op><shape>-t<trials>-<cpu>-<date>.csv`` (one row per explorer, seed
+and budget point, with the CPU model and date) and ``..._summary.csv``: mean best GFLOP/s with a
+95 % Student-t confidence interval per explorer and budget, and the paired differences CGA - CGA-1
+(same seeds) and CGA@200 - RAND@600. The surrogate's leave-one-out rank correlation is printed and
+saved.
 
     python benchmarks/search_efficiency.py --record 256 --shape 256,256,256      # ~3 min
     python benchmarks/search_efficiency.py --surrogate benchmarks/out/search_efficiency/\
-        gemm256_f32_llvm_rand256.sqlite --shape 256,256,256 --seeds 10
+        gemm256x256x256_f32_llvm_rand256.sqlite --shape 256,256,256 --seeds 10
+    python benchmarks/search_efficiency.py --record 300 --sim-op c2d \
+        --shape 1,56,56,64,64,1,1,1,0,1 --seeds 10              # Heron Fig. 12's C2D, float32
 
 RAND (``rand``: RandSAT only; ``random`` is RandSAT ranked ε-greedily by the cost model, Heron's
 CRAND) gets ``--rand-trials`` (600), so that the check of Heron's claim, CGA's median best at 200
@@ -87,7 +90,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fresh", action="store_true", help="drop the rows of earlier runs")
     p.add_argument("--surrogate", type=Path, default=None, help="simulate on these records")
     p.add_argument("--record", type=int, default=0, help="record this many RandSAT trials")
-    p.add_argument("--shape", default="256,256,256", help="M,N,K of the float32 llvm GEMM")
+    p.add_argument("--sim-op", default="gemm", help="float32 op of --record/--surrogate: gemm, c2d")
+    p.add_argument(
+        "--shape", default="256,256,256", help="its shape: M,N,K or N,H,W,CI,CO,KH,KW,s,p,d"
+    )
     p.add_argument("--knn", type=int, default=8, help="neighbours of the surrogate")
     return p.parse_args(argv)
 
@@ -286,16 +292,19 @@ def _band(curves: list[dict], op: str, explorer: str, xkey: str):
     return xs, np.nanmedian(arr, 0), np.nanmin(arr, 0), np.nanmax(arr, 0)
 
 
-# -- surrogate simulation on a float32 llvm GEMM -------------------------------------------------
+# -- surrogate simulation on a float32 llvm GEMM or conv2d ---------------------------------------
 
 
-def _llvm_space(shape: str):
+def _llvm_space(op: str, shape: str):
+    """``(compute, space)`` of the float32 ``op`` (``gemm``: ``M,N,K``; ``c2d``: heronlike.ops
+    ``c2d``'s arguments ``N,H,W,CI,CO,KH,KW,stride,pad,dilation``) for ``target="llvm"``."""
     from heronlike.space import generate_space
 
-    m, n, k = (int(v) for v in shape.split(","))
-    return ops.gemm(m, n, k, dtype="float32"), generate_space(
-        ops.gemm(m, n, k, dtype="float32"), "llvm"
-    )
+    if op not in ("gemm", "c2d"):
+        raise SystemExit(f"--sim-op {op!r}: the surrogate runs 'gemm' or 'c2d'")
+    args = tuple(int(v) for v in shape.split(","))
+    compute = getattr(ops, op)(*args, dtype="float32")
+    return compute, generate_space(compute, "llvm")
 
 
 class Surrogate:
@@ -385,10 +394,11 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     """``--record`` and/or ``--surrogate``: see the module docstring."""
     from heronlike.host import cpu_model
 
-    compute, space = _llvm_space(a.shape)
-    tag = "gemm" + a.shape.replace(",", "x")
+    compute, space = _llvm_space(a.sim_op, a.shape)
+    tag = a.sim_op + a.shape.replace(",", "x")
     if a.record:
         path = a.work / f"{tag}_f32_llvm_rand{a.record}.sqlite"
+        a.work.mkdir(parents=True, exist_ok=True)
         r = heronlike.tune(
             compute, "llvm", trials=a.record, explorer="rand", seed=0, records=path, batch_size=32
         )
@@ -435,9 +445,10 @@ def simulate_llvm(a: argparse.Namespace) -> int:
             )
     slug = cpu.lower().replace(" ", "-")[:24]
     a.out.mkdir(parents=True, exist_ok=True)
-    _write_csv(a.out / f"search_efficiency_sim-{slug}-{date}.csv", rows)
+    stem = f"search_efficiency_sim-{tag}-t{a.trials}-{slug}-{date}"
+    _write_csv(a.out / f"{stem}.csv", rows)
     summary = _sim_summary(rows, a, loo, cpu, date)
-    _write_csv(a.out / f"search_efficiency_sim-{slug}-{date}_summary.csv", summary)
+    _write_csv(a.out / f"{stem}_summary.csv", summary)
     return 0
 
 
