@@ -117,7 +117,7 @@ def main() -> None:
     "--baselines/--no-baselines",
     default=True,
     show_default=True,
-    help="also time numpy and torch._int_mm on the same shape",
+    help="also time numpy and torch._int_mm on the same shape (CPU targets timed on this host)",
 )
 @click.option(
     "--simulate",
@@ -214,7 +214,10 @@ def tune(
     _print_result(result)
     if result.simulated:
         sys.exit(0 if result.latency_s is not None else 1)
-    if baselines and result.latency_s and op in ("gemm", "bmm", "gemv"):
+    # the host-CPU libraries are baselines only for kernels timed on this CPU (not for a
+    # simulated accelerator's cycles or a GPU)
+    on_host_cpu = result.space.target.device == "cpu" and result.space.target.cycle_hz() is None
+    if baselines and on_host_cpu and result.latency_s and op in ("gemm", "bmm", "gemv"):
         _print_baselines(op, dims, result)
     if result.latency_s is None or not result.correct:
         sys.exit(1)

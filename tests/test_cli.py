@@ -196,3 +196,28 @@ def test_console_script_usage_error_and_version(tmp_path: Path) -> None:
     assert "Usage: heronlike csp" in res.stderr and "Traceback" not in res.stderr
     res = _run_script("--version", cwd=tmp_path)
     assert res.returncode == 0 and "0.1.0" in res.stdout
+
+
+def test_tune_on_vta_reports_cycles_and_no_host_baselines(tmp_path: Path) -> None:
+    """A simulated accelerator's latency is not compared with host-CPU libraries: the VTA
+    tune prints its simulated cycles and no baseline table, even with baselines on."""
+    res = CliRunner().invoke(
+        cli.main,
+        [
+            "tune",
+            "gemm",
+            "--shape",
+            "16,32,32",
+            "--target",
+            "vta",
+            "--trials",
+            "2",
+            "--batch-size",
+            "2",
+            "--records",
+            str(tmp_path / "r.sqlite"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "simulated cycles" in res.output and "bit-exact" in res.output
+    assert "baselines" not in res.output
