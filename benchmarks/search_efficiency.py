@@ -90,9 +90,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fresh", action="store_true", help="drop the rows of earlier runs")
     p.add_argument("--surrogate", type=Path, default=None, help="simulate on these records")
     p.add_argument("--record", type=int, default=0, help="record this many RandSAT trials")
-    p.add_argument("--sim-op", default="gemm", help="float32 op of --record/--surrogate: gemm, c2d")
+    p.add_argument("--sim-op", default="gemm", help="float32 op of --record, --surrogate")
     p.add_argument(
-        "--shape", default="256,256,256", help="its shape: M,N,K or N,H,W,CI,CO,KH,KW,s,p,d"
+        "--shape", default="256,256,256", help="M,N,K; B,M,N,K; or N,H,W,CI,CO,KH,KW,s,p,d"
     )
     p.add_argument("--knn", type=int, default=8, help="neighbours of the surrogate")
     return p.parse_args(argv)
@@ -296,12 +296,13 @@ def _band(curves: list[dict], op: str, explorer: str, xkey: str):
 
 
 def _llvm_space(op: str, shape: str):
-    """``(compute, space)`` of the float32 ``op`` (``gemm``: ``M,N,K``; ``c2d``: heronlike.ops
-    ``c2d``'s arguments ``N,H,W,CI,CO,KH,KW,stride,pad,dilation``) for ``target="llvm"``."""
+    """``(compute, space)`` of the float32 ``op`` (``gemm``: ``M,N,K``; ``bmm``: ``B,M,N,K``;
+    ``c2d``: heronlike.ops ``c2d``'s arguments ``N,H,W,CI,CO,KH,KW,stride,pad,dilation``) for
+    ``target="llvm"``."""
     from heronlike.space import generate_space
 
-    if op not in ("gemm", "c2d"):
-        raise SystemExit(f"--sim-op {op!r}: the surrogate runs 'gemm' or 'c2d'")
+    if op not in ("gemm", "bmm", "c2d"):
+        raise SystemExit(f"--sim-op {op!r}: the surrogate runs 'gemm', 'bmm' or 'c2d'")
     args = tuple(int(v) for v in shape.split(","))
     compute = getattr(ops, op)(*args, dtype="float32")
     return compute, generate_space(compute, "llvm")
