@@ -6,6 +6,8 @@ and the event loop's steady-state fast-forward gives the report of simulating ev
 from __future__ import annotations
 
 import pickle
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +19,6 @@ from heronlike.dla_targets.vta import (
     AluInsn,
     AluOp,
     FinishInsn,
-    GemmInsn,
     MemId,
     MemInsn,
     Opcode,
@@ -50,6 +51,9 @@ from heronlike.space import generate_space
 
 S8 = ops.target_dtype("int8", "vta")
 CFG = VTAConfig()
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared strategies module
+from vta_strategies import FLAGS, INSTRUCTIONS  # noqa: E402
 
 
 def _sampled(compute, n: int, seed: int) -> list[GemmParams]:
@@ -189,53 +193,8 @@ def test_template_generator_raises_what_the_loop_raises(monkeypatch):
 
 
 # -- vectorised encoding and validation ---------------------------------------------------------
-def _u(bits: int) -> st.SearchStrategy[int]:
-    return st.integers(0, (1 << bits) - 1)
-
-
-_flags = {k: st.booleans() for k in ("pop_prev", "pop_next", "push_prev", "push_next")}
-_loop = {
-    "reset": st.booleans(),
-    "uop_bgn": _u(13),
-    "uop_end": _u(14),
-    "iter_out": _u(14),
-    "iter_in": _u(14),
-    "dst_factor_out": _u(11),
-    "dst_factor_in": _u(11),
-    "src_factor_out": _u(11),
-    "src_factor_in": _u(11),
-}
-_insn = st.one_of(
-    st.builds(
-        MemInsn,
-        opcode=st.sampled_from([Opcode.LOAD, Opcode.STORE]),
-        memory_type=st.sampled_from(list(MemId)),
-        sram_base=_u(16),
-        dram_base=_u(32),
-        y_size=_u(16),
-        x_size=_u(16),
-        x_stride=_u(16),
-        y_pad_0=_u(4),
-        y_pad_1=_u(4),
-        x_pad_0=_u(4),
-        x_pad_1=_u(4),
-        **_flags,
-    ),
-    st.builds(GemmInsn, wgt_factor_out=_u(10), wgt_factor_in=_u(10), **_loop, **_flags),
-    st.builds(
-        AluInsn,
-        alu_opcode=st.sampled_from(list(AluOp)),
-        use_imm=st.booleans(),
-        imm=st.integers(-(1 << 15), (1 << 15) - 1),
-        **_loop,
-        **_flags,
-    ),
-    st.builds(FinishInsn, **_flags),
-)
-
-
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_insn, min_size=1, max_size=40))
+@given(st.lists(INSTRUCTIONS, min_size=1, max_size=40))
 def test_vectorised_encoding_equals_encode(insns):
     table = InsnTable.from_instructions(insns)
     assert table.instructions() == tuple(insns)
@@ -260,7 +219,7 @@ _hand_insn = st.one_of(
         x_stride=st.integers(0, 20),
         y_pad_0=st.integers(0, 16),
         x_pad_1=st.integers(0, 2),
-        **_flags,
+        **FLAGS,
     ),
     st.builds(
         AluInsn,
@@ -269,9 +228,9 @@ _hand_insn = st.one_of(
         imm=st.integers(-40, 40),
         uop_bgn=st.integers(0, 9000),
         uop_end=st.integers(0, 9000),
-        **_flags,
+        **FLAGS,
     ),
-    st.builds(FinishInsn, **_flags),
+    st.builds(FinishInsn, **FLAGS),
 )
 
 
@@ -412,8 +371,8 @@ _nop = st.builds(
     MemInsn,
     opcode=st.just(Opcode.LOAD),
     memory_type=st.sampled_from([MemId.INP, MemId.UOP]),
-    **_flags,
-) | st.builds(MemInsn, opcode=st.just(Opcode.STORE), memory_type=st.just(MemId.OUT), **_flags)
+    **FLAGS,
+) | st.builds(MemInsn, opcode=st.just(Opcode.STORE), memory_type=st.just(MemId.OUT), **FLAGS)
 
 
 @settings(max_examples=120, deadline=None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,6 +54,9 @@ from heronlike.errors import (
 
 CFG = VTAConfig()
 EPILOGUE = ((AluOp.SHR, 8), (AluOp.MIN, 127), (AluOp.MAX, 0))
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared strategies module
+from vta_strategies import INSTRUCTIONS, unsigned  # noqa: E402
 
 
 def _rand_gemm(m, n, k, seed=0):
@@ -198,55 +203,8 @@ def test_instruction_sizes_match_the_isa():
     }
 
 
-def _unsigned(bits):
-    return st.integers(0, (1 << bits) - 1)
-
-
-_flags = {k: st.booleans() for k in ("pop_prev", "pop_next", "push_prev", "push_next")}
-_loop = {
-    "reset": st.booleans(),
-    "uop_bgn": _unsigned(13),
-    "uop_end": _unsigned(14),
-    "iter_out": _unsigned(14),
-    "iter_in": _unsigned(14),
-    "dst_factor_out": _unsigned(11),
-    "dst_factor_in": _unsigned(11),
-    "src_factor_out": _unsigned(11),
-    "src_factor_in": _unsigned(11),
-}
-_insns = st.one_of(
-    st.builds(
-        MemInsn,
-        opcode=st.sampled_from([Opcode.LOAD, Opcode.STORE]),
-        memory_type=st.sampled_from(list(MemId)),
-        sram_base=_unsigned(16),
-        dram_base=_unsigned(32),
-        y_size=_unsigned(16),
-        x_size=_unsigned(16),
-        x_stride=_unsigned(16),
-        y_pad_0=_unsigned(4),
-        y_pad_1=_unsigned(4),
-        x_pad_0=_unsigned(4),
-        x_pad_1=_unsigned(4),
-        **_flags,
-    ),
-    st.builds(
-        GemmInsn, wgt_factor_out=_unsigned(10), wgt_factor_in=_unsigned(10), **_loop, **_flags
-    ),
-    st.builds(
-        AluInsn,
-        alu_opcode=st.sampled_from(list(AluOp)),
-        use_imm=st.booleans(),
-        imm=st.integers(-(1 << 15), (1 << 15) - 1),
-        **_loop,
-        **_flags,
-    ),
-    st.builds(FinishInsn, **_flags),
-)
-
-
 @settings(max_examples=300, deadline=None)
-@given(_insns)
+@given(INSTRUCTIONS)
 def test_encode_decode_round_trip(insn):
     word = encode(insn, CFG)
     assert 0 <= word < 1 << 128
@@ -254,7 +212,7 @@ def test_encode_decode_round_trip(insn):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.builds(Uop, _unsigned(11), _unsigned(11), _unsigned(10)))
+@given(st.builds(Uop, unsigned(11), unsigned(11), unsigned(10)))
 def test_uop_round_trip(uop):
     word = encode_uop(uop, CFG)
     assert 0 <= word < 1 << 32 and decode_uop(word, CFG) == uop
