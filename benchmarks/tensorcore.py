@@ -11,14 +11,20 @@ This machine has nvcc and no GPU, so the work is split in subcommands:
   offline bundle, optionally merged into one bundle folder; prints its size and the command to
   run on the GPU machine.
 * ``import``: every ``results.json`` found under a folder into the records.
-* ``report``: best heronlike latency per case from the records against the PyTorch
-  (cuBLAS/cuDNN) baseline timed in the same ``results.json``, TFLOP/s, GPU; CSV and a plot.
+* ``finish``: the ``--top`` fastest valid candidates per case from the records, gathered from
+  their search bundles into one *finish* bundle that re-checks and re-times them with more
+  repeats (``--repeat``) beside PyTorch in the same run: the search's best is a minimum over
+  noisy medians, biased low, and its baseline may come from another run.
+* ``report``: per case, heronlike's best against the PyTorch (cuBLAS/cuDNN) baseline timed in
+  the same run: from the newest finish run when there is one, else the records' best and the
+  newest search run's baseline (``source`` says which); TFLOP/s, GPU; CSV and a plot.
 
 ::
 
     python benchmarks/tensorcore.py count --cases G1,G3,C1 --samples 8
     python benchmarks/tensorcore.py bundle --cases G1,B1 --batch-size 32 --merge
     python benchmarks/tensorcore.py import --bundles benchmarks/out/tc_bundles
+    python benchmarks/tensorcore.py finish --top 3 --repeat 100
     python benchmarks/tensorcore.py report --plot
 
 A case the TensorCore rules cannot map (a heronlike error such as ``UnsupportedShapeError``) is
@@ -81,10 +87,13 @@ COUNT_TABLE = (
     "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "seconds",
 )  # fmt: skip
 REPORT_COLUMNS = (
-    "case", "op", "shape", "dtype", "status", "trials", "valid", "valid_pct", "heronlike_ms",
-    "baseline", "baseline_ms", "ratio", "heronlike_tflops", "baseline_tflops", "gpu",
-    "compute_capability", "driver", "measured", "date",
+    "case", "op", "shape", "dtype", "status", "source", "trials", "valid", "valid_pct",
+    "heronlike_ms", "search_best_ms", "baseline", "baseline_ms", "ratio", "heronlike_tflops",
+    "baseline_tflops", "baseline_fp32out", "baseline_fp32out_ms", "ratio_fp32out", "rtol",
+    "atol", "max_abs_err", "baseline_max_abs_err", "repeat", "warmup", "flush_l2_bytes", "gpu",
+    "compute_capability", "driver", "torch", "measured", "date",
 )  # fmt: skip
+FINISH_EXPLORER = "finish"  # bundle.json "explorer" of a finish bundle
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,14 +447,23 @@ def find_results(folder: Path) -> list[Path]:
     return sorted(d for d in found if (d / "bundle.json").is_file())
 
 
+def is_finish_bundle(folder: Path) -> bool:
+    """Whether ``folder`` is a finish bundle (:func:`cmd_finish`), not a search round."""
+    try:
+        return json.loads((folder / "bundle.json").read_text()).get("explorer") == FINISH_EXPLORER
+    except (OSError, ValueError):
+        return False
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    """``import``: every ``results.json`` under ``--bundles`` into ``--records``."""
+    """``import``: every search bundle's ``results.json`` under ``--bundles`` into ``--records``
+    (finish bundles re-time candidates already there and are read by ``report`` instead)."""
     from heronlike.errors import BundleError
     from heronlike.measure.bundle import import_results
 
-    found = find_results(Path(args.bundles))
+    found = [f for f in find_results(Path(args.bundles)) if not is_finish_bundle(f)]
     if not found:
-        print(f"no results.json under {args.bundles}")
+        print(f"no results.json of a search bundle under {args.bundles}")
         return 1
     status = 0
     for folder in found:
@@ -465,12 +483,109 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+# finish
+
+
+def assignment_key(assignment: dict[str, Any]) -> str:
+    """A canonical text of an assignment, to find a recorded trial's candidate in a bundle."""
+    return json.dumps({str(k): int(v) for k, v in assignment.items()}, sort_keys=True)
+
+
+def candidate_index(folder: Path) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
+    """``(workload key, assignment key) -> (bundle folder, candidate entry)`` over every search
+    bundle under ``folder`` (finish bundles left out); the first bundle found wins."""
+    from heronlike.errors import BundleError
+    from heronlike.measure.bundle import load_bundle
+
+    index: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
+    for path in sorted(folder.rglob("bundle.json")):
+        try:
+            bundle = load_bundle(path.parent)
+        except BundleError:
+            continue
+        if bundle.get("explorer") == FINISH_EXPLORER:
+            continue
+        for cand in bundle["candidates"]:
+            key = (cand["workload_key"], assignment_key(cand["assignment"]))
+            index.setdefault(key, (path.parent, cand))
+    return index
+
+
+def finish_candidates(
+    db: Any, workload_key: str, target_key: str, index: dict, top: int
+) -> list[tuple[Path, dict[str, Any]]]:
+    """The ``top`` fastest valid trials of a workload in the records, as ``(bundle folder,
+    candidate entry)`` found in ``index`` (:func:`candidate_index`); trials whose candidate is in
+    no bundle under the folder are skipped."""
+    valid = sorted(
+        (t for t in db.trials(workload_key, target_key) if t.ok), key=lambda t: t.latency_s
+    )
+    found = []
+    for trial in valid:
+        hit = index.get((workload_key, assignment_key(trial.assignment)))
+        if hit is not None:
+            found.append(hit)
+        if len(found) == top:
+            break
+    return found
+
+
+def cmd_finish(args: argparse.Namespace) -> int:
+    """``finish``: one bundle re-timing the ``--top`` best candidates of every case, with
+    ``--repeat`` repeats and the PyTorch baselines in the same run."""
+    from heronlike.dag import ComputeDAG
+    from heronlike.measure.bundle import load_bundle, write_bundle
+    from heronlike.records import Records
+    from heronlike.target import get_target
+
+    target_key = get_target(target_string(args.arch)).key
+    bundles = Path(args.bundles)
+    index = candidate_index(bundles)
+    workloads: dict[str, dict[str, Any]] = {}
+    candidates: list[dict[str, Any]] = []
+    with Records(args.records) as db:
+        for case in parse_cases(args.cases):
+            _, _, compute = case_compute(case)
+            wk = ComputeDAG.from_compute(compute).workload_key
+            picked = finish_candidates(db, wk, target_key, index, args.top)
+            if not picked:
+                print(f"{case}: no measured valid candidate found in the records and bundles")
+                continue
+            for folder, cand in picked:
+                entry = next(w for w in load_bundle(folder)["workloads"] if w["workload_key"] == wk)
+                workloads.setdefault(wk, entry)
+                cid = f"{case}_{folder.name}_{cand['id']}"
+                candidates.append(
+                    {**cand, "id": cid, "artifact_dir": folder / "cands" / cand["id"]}
+                )
+            print(f"{case}: {len(picked)} candidate(s)")
+    if not candidates:
+        print("nothing to finish")
+        return 1
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    dest = write_bundle(
+        bundles / f"finish_{stamp}",
+        list(workloads.values()),
+        candidates,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        explorer=FINISH_EXPLORER,
+    )
+    print(f"finish bundle {repo_relative(dest)}: {len(candidates)} candidates, "
+          f"{tree_bytes(dest) / 2**20:.1f} MiB, {args.repeat} repeats")  # fmt: skip
+    print(gpu_instructions([dest], bundles))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
 # report
 
 
 def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
     """Workload key -> the newest real (not stand-in) GPU run with a timed baseline of it:
-    ``{"baseline": entry, "device", "compute_capability", "driver", "date", "path"}``."""
+    ``{"baseline": entry, "device", "compute_capability", "driver", "date", "policy", "path",
+    "finish": bool, "candidates": {id: result} of that workload}``. A finish run beats a search
+    run of any date (its candidates were re-timed with more repeats)."""
     runs: dict[str, dict[str, Any]] = {}
     for bundle_dir in find_results(folder) if folder.is_dir() else []:
         try:
@@ -479,12 +594,21 @@ def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
             continue
         if results.get("standin"):
             continue
+        finish = is_finish_bundle(bundle_dir)
+        keys = ("device", "compute_capability", "driver", "date", "policy")
         for wk, base in (results.get("baselines") or {}).items():
             if base.get("latency_s") is None:
                 continue
-            run = {k: results.get(k) for k in ("device", "compute_capability", "driver", "date")}
-            if wk not in runs or str(run["date"]) > str(runs[wk]["date"]):
-                runs[wk] = {**run, "baseline": base, "path": bundle_dir}
+            run = {k: results.get(k) for k in keys}
+            run.update(baseline=base, path=bundle_dir, finish=finish)
+            run["candidates"] = {
+                cid: res
+                for cid, res in (results.get("candidates") or {}).items()
+                if res.get("workload_key") == wk
+            }
+            old = runs.get(wk)
+            if old is None or (finish, str(run["date"])) > (old["finish"], str(old["date"])):
+                runs[wk] = run
     return runs
 
 
@@ -500,7 +624,10 @@ def unsupported(compute: Any) -> str | None:
 
 
 def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dict[str, Any]:
-    """One report row: heronlike's best from the records, the baseline of the same workload."""
+    """One report row: heronlike's best and the PyTorch baseline of the same workload, both from
+    one GPU run: the newest finish run (``source="finish"``: the fastest re-timed, re-checked
+    candidate) or else the newest search run's baseline beside the records' best
+    (``source="search"``: a minimum over noisy medians, and possibly timed in another run)."""
     from heronlike.dag import ComputeDAG
 
     op, params, compute = case_compute(case)
@@ -512,25 +639,49 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
     valid = [t for t in trials if t.ok]
     row.update(trials=len(trials), valid=len(valid))
     row["valid_pct"] = round(100.0 * len(valid) / len(trials), 1) if trials else None
+    best = min((t.latency_s for t in valid), default=None)
+    if best is not None:
+        row["search_best_ms"] = round(best * 1e3, 5)
     run = runs.get(wk)
-    if valid:
-        best = min(t.latency_s for t in valid)
+    max_err = None
+    if run and run["finish"]:
+        ok = [r for r in run["candidates"].values() if r.get("latency_s") is not None]
+        pick = min(ok, key=lambda r: r["latency_s"], default=None)
+        best = pick["latency_s"] if pick else None
+        max_err = pick.get("max_abs_err") if pick else None
+    if best is not None:
         row.update(heronlike_ms=round(best * 1e3, 5), heronlike_tflops=round(flop / best / 1e12, 2))
+        row["max_abs_err"] = max_err
     if run:
         base = run["baseline"]
         lat = float(base["latency_s"])
+        policy = run.get("policy") or {}
         row.update(
+            source="finish" if run["finish"] else "search",
             baseline=base.get("name"),
             baseline_ms=round(lat * 1e3, 5),
             baseline_tflops=round(flop / lat / 1e12, 2),
+            baseline_max_abs_err=base.get("max_abs_err"),
+            repeat=policy.get("repeat"),
+            warmup=policy.get("warmup"),
+            flush_l2_bytes=policy.get("flush_l2_bytes"),
             gpu=run["device"],
             compute_capability=run["compute_capability"],
             driver=run["driver"],
+            torch=base.get("torch"),
             measured=run["date"],
         )
+        workload = reference_tolerance(run["path"], wk)
+        row.update(rtol=workload.get("rtol"), atol=workload.get("atol"))
         if not base.get("correct"):
             row["baseline"] = f"{base.get('name')} (check failed: {base.get('error_msg')})"
-    if valid and run:
+        for var in base.get("variants") or []:
+            if var.get("latency_s") is not None and var.get("correct"):
+                row["baseline_fp32out"] = var.get("name")
+                row["baseline_fp32out_ms"] = round(float(var["latency_s"]) * 1e3, 5)
+                if best is not None:
+                    row["ratio_fp32out"] = round(float(var["latency_s"]) / best, 3)
+    if best is not None and run:
         row["ratio"] = round(lat / best, 3)
         row["status"] = "ok"
     elif not trials:
@@ -541,6 +692,16 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
     else:
         row["status"] = "no baseline from a GPU run"
     return row
+
+
+def reference_tolerance(bundle_dir: Path, workload_key: str) -> dict[str, Any]:
+    """The workload entry of ``workload_key`` in ``bundle_dir``'s bundle.json (``rtol``,
+    ``atol``, ...), or ``{}``."""
+    try:
+        bundle = json.loads((bundle_dir / "bundle.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return next((w for w in bundle.get("workloads", []) if w["workload_key"] == workload_key), {})
 
 
 def plot_report(rows: list[dict[str, Any]], path: Path) -> bool:
@@ -592,8 +753,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     slug = re.sub(r"[^a-z0-9]+", "_", (gpus[0] if gpus else "nogpu").lower().replace("nvidia", ""))
     out = Path(args.out or RESULTS / f"tensorcore_{slug.strip('_')}.csv")
     write_rows(out, rows, REPORT_COLUMNS, ("case",))
-    print_table(rows, ("case", "trials", "valid_pct", "heronlike_ms", "baseline_ms", "ratio",
-                       "heronlike_tflops", "baseline_tflops", "status"))  # fmt: skip
+    print_table(rows, ("case", "source", "trials", "heronlike_ms", "search_best_ms", "baseline_ms",
+                       "ratio", "ratio_fp32out", "heronlike_tflops", "baseline_tflops",
+                       "status"))  # fmt: skip
     if len(gpus) > 1:
         print(f"WARNING: baselines come from several GPUs: {', '.join(gpus)}")
     print(f"GPU: {', '.join(gpus) or 'none (no GPU measurement yet)'}; wrote {out}")
@@ -642,6 +804,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", default=str(DEFAULT_RECORDS))
     p.add_argument("--allow-standin", action="store_true", help="tests only: fake latencies")
     p.set_defaults(fn=cmd_import)
+
+    p = sub.add_parser("finish", help="re-time the --top best candidates per case in one bundle")
+    common(p)
+    p.add_argument("--top", type=int, default=3, help="candidates per case (default 3)")
+    p.add_argument("--repeat", type=int, default=100, help="timed repeats (default 100)")
+    p.add_argument("--warmup", type=int, default=20, help="untimed calls first (default 20)")
+    p.add_argument("--records", default=str(DEFAULT_RECORDS))
+    p.add_argument("--bundles", default=str(DEFAULT_BUNDLES))
+    p.set_defaults(fn=cmd_finish)
 
     p = sub.add_parser("report", help="heronlike vs PyTorch per case from records and results")
     common(p)

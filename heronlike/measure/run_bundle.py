@@ -28,6 +28,9 @@ What it does, per workload of ``bundle.json``:
 4. Baselines (PyTorch, unless ``--no-baselines``): the same workload on the same inputs with the
    same protocol (``torch.matmul``/``torch._int_mm``/``torch.einsum``, or
    ``torch.nn.functional.conv2d`` on channels_last tensors).
+   A float16/bfloat16 GEMM or BMM with a float32 output is also timed as
+   ``torch.mm``/``torch.bmm`` with ``out_dtype=torch.float32`` (the kernel's own output dtype;
+   ``torch.matmul`` writes float16, half the output bytes), under the baseline's ``variants``.
 
 Isolation: every workload runs in a worker subprocess (this script with ``--worker``) that
 reports each candidate's start and result as a JSON line. A hung kernel is killed after
@@ -51,8 +54,9 @@ results.json::
      "candidates": {id: {"workload_key", "latency_s", "latencies_s", "error_kind", "error_msg",
                          "max_abs_err", "run_s", "notes"}},
      "baselines": {workload_key: {"name": "torch.matmul", "latency_s", "latencies_s",
-                                  "correct", "error_msg", "max_abs_err", "torch", "cuda",
-                                  "cudnn", ...}}}
+                                  "correct", "error_msg", "max_abs_err", "out_dtype",
+                                  "torch", "cuda", "cudnn", ...,
+                                  "variants": [{"name", "latency_s", ...}] (optional)}}}
 """
 
 from __future__ import annotations
@@ -882,12 +886,23 @@ class GpuBackend:
                 "correct": None,
                 "error_msg": short_error(exc),
             }
-        info["name"] = name
+        entry = {**info, **self._time_torch(torch, name, fn, to_output)}
+        variants = [self._time_torch(torch, *call) for call in self._torch_variants(torch)]
+        if variants:
+            entry["variants"] = variants
+        return entry
+
+    def _time_torch(
+        self, torch: Any, name: str, fn: Callable[[], Any], to_output: Callable[[Any], Any]
+    ) -> dict[str, Any]:
+        """Check one PyTorch call against the reference and time it with the bundle's policy:
+        ``{"name", "latency_s", "latencies_s", "correct", "error_msg", "max_abs_err"}``."""
         out_index = next(iter(self.expected))
         p = self.params[out_index]
         try:
             got = to_output(fn())
             torch.cuda.synchronize()
+            out_dtype = str(got.dtype).replace("torch.", "")
             if got.dtype in (torch.float16, torch.bfloat16):
                 got = got.float()
             host = got.cpu().numpy()
@@ -914,9 +929,10 @@ class GpuBackend:
                 number=int(self.policy.get("number", 1)),
             )
         except Exception as exc:  # noqa: BLE001
-            return {**info, "latency_s": None, "correct": None, "error_msg": short_error(exc)}
+            return {"name": name, "latency_s": None, "correct": None, "error_msg": short_error(exc)}
         return {
-            **info,
+            "name": name,
+            "out_dtype": out_dtype,
             "latency_s": statistics.median(lats),
             "latencies_s": lats,
             "correct": msg is None,
@@ -963,6 +979,34 @@ class GpuBackend:
         if not ops[0].is_floating_point():
             raise ValueError(f"no torch baseline for integer einsum {spec!r}")
         return "torch.einsum", lambda: torch.einsum(spec, *ops), lambda z: z
+
+    def _torch_variants(
+        self, torch: Any
+    ) -> list[tuple[str, Callable[[], Any], Callable[[Any], Any]]]:
+        """Extra baselines timed beside the main one: for a float16/bfloat16 GEMM or BMM whose
+        output is float32, ``torch.mm``/``torch.bmm`` with ``out_dtype=torch.float32`` (the same
+        output dtype and bytes as the kernel; ``torch.matmul`` writes float16). Empty otherwise,
+        or when this PyTorch has no ``out_dtype`` (the error is then the variant's)."""
+        ref = self.workload["reference"]
+        out = self.params[int(ref.get("output", -1))] if "output" in ref else None
+        if ref["kind"] != "einsum" or out is None or out["dtype"] != "float32":
+            return []
+        spec = str(ref["spec"]).replace(" ", "")
+        plan = gemm_plan(spec)
+        if plan is None or not all(len(g) == 1 for g in plan[1:]) or len(plan[0]) > 1:
+            return []
+        ops = [self._tensor(torch, int(i)) for i in ref["operands"]]
+        if ops[0].dtype not in (torch.float16, torch.bfloat16):
+            return []
+        batch, m, n, k = plan
+        lhs, _, res = spec.partition("->")
+        a, b = lhs.split(",")
+        x = ops[0].permute([a.index(c) for c in batch + m + k])
+        y = ops[1].permute([b.index(c) for c in batch + k + n])
+        perm = [(batch + m + n).index(c) for c in res]
+        mm = torch.bmm if batch else torch.mm
+        name = f"torch.{'bmm' if batch else 'mm'}(out_dtype=float32)"
+        return [(name, lambda: mm(x, y, out_dtype=torch.float32), lambda z: z.permute(perm))]
 
 
 def _nvidia_smi_driver() -> str | None:
