@@ -40,6 +40,10 @@ saved.
     python benchmarks/search_efficiency.py --record 300 --sim-op c2d \
         --shape 1,56,56,64,64,1,1,1,0,1 --seeds 10              # Heron Fig. 12's C2D, float32
 
+``--sim-target``/``--sim-dtype`` simulate another target's space on records measured elsewhere,
+e.g. a TensorCore space whose candidates were timed on a GPU through offline bundles
+(``--sim-target "cuda -tensorcore -arch=sm_90" --sim-dtype float16 --measured-on "NVIDIA H100"``).
+
 RAND (``rand``: RandSAT only; ``random`` is RandSAT ranked ε-greedily by the cost model, Heron's
 CRAND) gets ``--rand-trials`` (600), so that the check of Heron's claim, CGA's median best at 200
 trials against RAND's at 600, comes from the same data. Rows of an earlier run in ``--out`` for
@@ -95,6 +99,17 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--shape", default="256,256,256", help="M,N,K; B,M,N,K; or N,H,W,CI,CO,KH,KW,s,p,d"
     )
     p.add_argument("--knn", type=int, default=8, help="neighbours of the surrogate")
+    p.add_argument(
+        "--sim-target",
+        default="llvm",
+        help="target of the --surrogate space and records (e.g. 'cuda -tensorcore -arch=sm_90')",
+    )
+    p.add_argument("--sim-dtype", default="float32", help="heronlike.ops dtype of --sim-op")
+    p.add_argument(
+        "--measured-on",
+        default=None,
+        help="the device the --surrogate records were measured on (default: this CPU)",
+    )
     return p.parse_args(argv)
 
 
@@ -295,17 +310,18 @@ def _band(curves: list[dict], op: str, explorer: str, xkey: str):
 # -- surrogate simulation on a float32 llvm GEMM or conv2d ---------------------------------------
 
 
-def _llvm_space(op: str, shape: str):
-    """``(compute, space)`` of the float32 ``op`` (``gemm``: ``M,N,K``; ``bmm``: ``B,M,N,K``;
-    ``c2d``: heronlike.ops ``c2d``'s arguments ``N,H,W,CI,CO,KH,KW,stride,pad,dilation``) for
-    ``target="llvm"``."""
+def _sim_space(op: str, shape: str, target: str = "llvm", dtype: str = "float32"):
+    """``(compute, space)`` of ``op`` (``gemm``: ``M,N,K``; ``bmm``: ``B,M,N,K``; ``c2d``:
+    heronlike.ops ``c2d``'s arguments ``N,H,W,CI,CO,KH,KW,stride,pad,dilation``) in ``dtype``
+    for ``target`` (``llvm`` float32 by default; ``cuda -tensorcore`` float16 for records
+    measured on a GPU through bundles, ``benchmarks/tensorcore.py``)."""
     from heronlike.space import generate_space
 
     if op not in ("gemm", "bmm", "c2d"):
         raise SystemExit(f"--sim-op {op!r}: the surrogate runs 'gemm', 'bmm' or 'c2d'")
     args = tuple(int(v) for v in shape.split(","))
-    compute = getattr(ops, op)(*args, dtype="float32")
-    return compute, generate_space(compute, "llvm")
+    compute = getattr(ops, op)(*args, dtype=dtype)
+    return compute, generate_space(compute, target)
 
 
 class Surrogate:
@@ -395,8 +411,12 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     """``--record`` and/or ``--surrogate``: see the module docstring."""
     from heronlike.host import cpu_model
 
-    compute, space = _llvm_space(a.sim_op, a.shape)
+    compute, space = _sim_space(a.sim_op, a.shape, a.sim_target, a.sim_dtype)
     tag = a.sim_op + a.shape.replace(",", "x")
+    if a.sim_target != "llvm":
+        tag += "-" + a.sim_target.split()[0] + ("-tc" if "-tensorcore" in a.sim_target else "")
+    if a.record and a.sim_target != "llvm":
+        raise SystemExit("--record measures on this CPU (llvm); record a GPU space with bundles")
     if a.record:
         path = a.work / f"{tag}_f32_llvm_rand{a.record}.sqlite"
         a.work.mkdir(parents=True, exist_ok=True)
@@ -413,6 +433,7 @@ def simulate_llvm(a: argparse.Namespace) -> int:
         f"surrogate: {len(sur.y)} recorded trials, {len(sur.knobs)} knobs, LOO Spearman {loo:.3f}"
     )
     date, cpu = time.strftime("%Y-%m-%d"), cpu_model()
+    measured_on = a.measured_on or cpu
     budgets = {e: (a.rand_trials if e in LONG_BUDGET else a.trials) for e in SIM_EXPLORERS}
     wanted = a.explorers.split(",") if a.explorers else list(SIM_EXPLORERS)
     rows, best = [], {}
@@ -435,6 +456,7 @@ def simulate_llvm(a: argparse.Namespace) -> int:
                     explorer_s=round(secs, 2),
                     stats=json.dumps(st),
                     cpu_model=cpu,
+                    measured_on=measured_on,
                     date=date,
                     source=f"kNN-{sur.k} surrogate of {len(sur.y)} trials in {a.surrogate.name}",
                 )
@@ -444,7 +466,7 @@ def simulate_llvm(a: argparse.Namespace) -> int:
                 f"{curve[-1][1] / 1e9:6.2f} GFLOP/s after {curve[-1][0]} ({secs:.1f} s) {st}",
                 flush=True,
             )
-    slug = cpu.lower().replace(" ", "-")[:24]
+    slug = measured_on.lower().replace("nvidia ", "").replace(" ", "-")[:24]
     a.out.mkdir(parents=True, exist_ok=True)
     stem = f"search_efficiency_sim-{tag}-t{a.trials}-{slug}-{date}"
     _write_csv(a.out / f"{stem}.csv", rows)

@@ -75,6 +75,13 @@ TC_CASES: dict[str, tuple[str, tuple[int, ...]]] = {
     "C6": ("c2d", (16, 14, 14, 256, 512, 1, 1, 2, 0, 1)),
 }
 
+# Heron's search-efficiency C2D (Fig. 12, heron_repo.md §7.3), for dense recordings of the space
+# (``bundle --cases F12C --explorer rand``): not one of the default cases.
+EXTRA_CASES: dict[str, tuple[str, tuple[int, ...]]] = {
+    "F12C": ("c2d", (1, 56, 56, 64, 64, 1, 1, 1, 0, 1)),
+}
+ALL_CASES = {**TC_CASES, **EXTRA_CASES}
+
 COUNT_COLUMNS = (
     "case", "op", "shape", "dtype", "arch", "nvcc_flags", "status", "samples", "ok", "ok_pct",
     "spill", "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
@@ -88,7 +95,8 @@ COUNT_TABLE = (
 )  # fmt: skip
 REPORT_COLUMNS = (
     "case", "op", "shape", "dtype", "status", "source", "trials", "valid", "valid_pct",
-    "heronlike_ms", "search_best_ms", "baseline", "baseline_ms", "ratio", "heronlike_tflops",
+    "heronlike_ms", "heronlike_iqr_ms", "search_best_ms", "baseline", "baseline_ms",
+    "baseline_iqr_ms", "ratio", "heronlike_tflops",
     "baseline_tflops", "baseline_fp32out", "baseline_fp32out_ms", "ratio_fp32out", "rtol",
     "atol", "max_abs_err", "baseline_max_abs_err", "repeat", "warmup", "flush_l2_bytes", "gpu",
     "compute_capability", "driver", "torch", "measured", "date",
@@ -120,7 +128,7 @@ def case_compute(case: str) -> tuple[str, dict[str, int], Any]:
     """``(op, params in heronlike order, te compute)`` of a case name."""
     from heronlike import ops
 
-    op, heron_args = TC_CASES[case]
+    op, heron_args = ALL_CASES[case]
     params = heron_to_params(op, heron_args)
     return op, params, getattr(ops, op)(**params, dtype=DTYPE)
 
@@ -131,13 +139,14 @@ def shape_text(params: dict[str, int]) -> str:
 
 
 def parse_cases(text: str | None) -> list[str]:
-    """Case names from ``"G1,B1"`` (default: all), checked against :data:`TC_CASES`."""
+    """Case names from ``"G1,B1"`` (default: every case of :data:`TC_CASES`), checked against
+    :data:`ALL_CASES`."""
     if not text:
         return list(TC_CASES)
     cases = [c.strip().upper() for c in text.split(",") if c.strip()]
-    unknown = [c for c in cases if c not in TC_CASES]
+    unknown = [c for c in cases if c not in ALL_CASES]
     if unknown:
-        raise SystemExit(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(TC_CASES)}")
+        raise SystemExit(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(ALL_CASES)}")
     return cases
 
 
@@ -303,7 +312,7 @@ def cmd_count(args: argparse.Namespace) -> int:
                 case, args.samples, args.arch, args.seed, args.build_timeout, args.nvcc_flags
             )
         except Exception as exc:  # noqa: BLE001 - one case's failure does not stop the others
-            row = {"case": case, "op": TC_CASES[case][0], "arch": args.arch}
+            row = {"case": case, "op": ALL_CASES[case][0], "arch": args.arch}
             row["nvcc_flags"] = args.nvcc_flags
             row["status"] = why_failed(exc)
         row.update(info)
@@ -649,6 +658,7 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
         pick = min(ok, key=lambda r: r["latency_s"], default=None)
         best = pick["latency_s"] if pick else None
         max_err = pick.get("max_abs_err") if pick else None
+        row["heronlike_iqr_ms"] = iqr_ms(pick.get("latencies_s") if pick else None)
     if best is not None:
         row.update(heronlike_ms=round(best * 1e3, 5), heronlike_tflops=round(flop / best / 1e12, 2))
         row["max_abs_err"] = max_err
@@ -662,6 +672,7 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
             baseline_ms=round(lat * 1e3, 5),
             baseline_tflops=round(flop / lat / 1e12, 2),
             baseline_max_abs_err=base.get("max_abs_err"),
+            baseline_iqr_ms=iqr_ms(base.get("latencies_s")),
             repeat=policy.get("repeat"),
             warmup=policy.get("warmup"),
             flush_l2_bytes=policy.get("flush_l2_bytes"),
@@ -692,6 +703,14 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
     else:
         row["status"] = "no baseline from a GPU run"
     return row
+
+
+def iqr_ms(latencies_s: Sequence[float] | None) -> str | None:
+    """``"p25-p75"`` of a run's repeats in milliseconds (the spread behind a median)."""
+    if not latencies_s or len(latencies_s) < 4:
+        return None
+    q1, _, q3 = statistics.quantiles(latencies_s, n=4)
+    return f"{q1 * 1e3:.5f}-{q3 * 1e3:.5f}"
 
 
 def reference_tolerance(bundle_dir: Path, workload_key: str) -> dict[str, Any]:
