@@ -37,6 +37,7 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import os
 import re
 import shlex
@@ -96,7 +97,8 @@ COUNT_TABLE = (
 REPORT_COLUMNS = (
     "case", "op", "shape", "dtype", "status", "source", "trials", "valid", "valid_pct",
     "heronlike_ms", "heronlike_iqr_ms", "search_best_ms", "baseline", "baseline_ms",
-    "baseline_iqr_ms", "ratio", "heronlike_tflops",
+    "baseline_iqr_ms", "ratio", "baseline_fastest_ms", "baseline_runs", "ratio_fastest",
+    "heronlike_tflops",
     "baseline_tflops", "baseline_fp32out", "baseline_fp32out_ms", "ratio_fp32out", "rtol",
     "atol", "max_abs_err", "baseline_max_abs_err", "repeat", "warmup", "flush_l2_bytes", "gpu",
     "compute_capability", "driver", "torch", "measured", "date",
@@ -593,8 +595,9 @@ def cmd_finish(args: argparse.Namespace) -> int:
 def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
     """Workload key -> the newest real (not stand-in) GPU run with a timed baseline of it:
     ``{"baseline": entry, "device", "compute_capability", "driver", "date", "policy", "path",
-    "finish": bool, "candidates": {id: result} of that workload}``. A finish run beats a search
-    run of any date (its candidates were re-timed with more repeats)."""
+    "finish": bool, "candidates": {id: result} of that workload, "fastest_baseline_s" and
+    "baseline_runs": the fastest baseline median over every run and their number}``. A finish
+    run beats a search run of any date (its candidates were re-timed with more repeats)."""
     runs: dict[str, dict[str, Any]] = {}
     for bundle_dir in find_results(folder) if folder.is_dir() else []:
         try:
@@ -616,8 +619,11 @@ def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
                 if res.get("workload_key") == wk
             }
             old = runs.get(wk)
+            fastest = min(float(base["latency_s"]), old["fastest_baseline_s"] if old else math.inf)
             if old is None or (finish, str(run["date"])) > (old["finish"], str(old["date"])):
                 runs[wk] = run
+            runs[wk]["fastest_baseline_s"] = fastest
+            runs[wk]["baseline_runs"] = (old["baseline_runs"] if old else 0) + 1
     return runs
 
 
@@ -694,6 +700,9 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
                     row["ratio_fp32out"] = round(float(var["latency_s"]) / best, 3)
     if best is not None and run:
         row["ratio"] = round(lat / best, 3)
+        fastest = run["fastest_baseline_s"]
+        row.update(baseline_fastest_ms=round(fastest * 1e3, 5), baseline_runs=run["baseline_runs"])
+        row["ratio_fastest"] = round(fastest / best, 3)
         row["status"] = "ok"
     elif not trials:
         row["status"] = unsupported(compute) or "no trials in the records"
@@ -773,8 +782,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out or RESULTS / f"tensorcore_{slug.strip('_')}.csv")
     write_rows(out, rows, REPORT_COLUMNS, ("case",))
     print_table(rows, ("case", "source", "trials", "heronlike_ms", "search_best_ms", "baseline_ms",
-                       "ratio", "ratio_fp32out", "heronlike_tflops", "baseline_tflops",
-                       "status"))  # fmt: skip
+                       "ratio", "ratio_fp32out", "ratio_fastest", "heronlike_tflops",
+                       "baseline_tflops", "status"))  # fmt: skip
     if len(gpus) > 1:
         print(f"WARNING: baselines come from several GPUs: {', '.join(gpus)}")
     print(f"GPU: {', '.join(gpus) or 'none (no GPU measurement yet)'}; wrote {out}")

@@ -103,6 +103,9 @@ def test_finish_picks_the_recorded_best_and_report_prefers_the_finish_run(tmp_pa
     assert row["search_best_ms"] == 0.01  # the records' minimum
     assert row["heronlike_ms"] == 0.012  # the re-timed minimum, not the search's
     assert row["baseline_ms"] == 0.006 and row["ratio"] == 0.5
+    # peers get every advantage: the fastest baseline of both runs, beside the same-run ratio
+    assert row["baseline_fastest_ms"] == 0.005 and row["baseline_runs"] == 2
+    assert row["ratio_fastest"] == 0.417
     assert row["ratio_fp32out"] == 1.0 and row["baseline_fp32out_ms"] == 0.012
     assert row["repeat"] == 100 and row["rtol"] == entry["rtol"] and row["atol"] == entry["atol"]
 
