@@ -376,12 +376,13 @@ class Surrogate:
 
 
 def _simulated_tune(space, oracle, explorer: str, seed: int, trials: int, batch: int):
-    """The tune loop's protocol on ``oracle``: best-so-far (op/s) after each batch."""
+    """The tune loop's protocol on ``oracle``: best-so-far (op/s) after each batch, seconds,
+    the explorer's stats, and the best assignment after each batch (to re-measure on hardware)."""
     from heronlike.explore import Observation, search_for
 
     sampler, ex = search_for(space, explorer, seed)
     measured: set = set()
-    best, curve = 0.0, []
+    best, curve, best_x, bests = 0.0, [], None, []
     t0 = time.perf_counter()
     while len(measured) < trials:
         got = ex.propose(min(batch, trials - len(measured)), exclude=frozenset(measured))
@@ -389,10 +390,13 @@ def _simulated_tune(space, oracle, explorer: str, seed: int, trials: int, batch:
             break
         obs = [Observation(x, oracle(x)) for x in got]
         measured |= {sampler.key(x) for x in got}
-        best = max([best] + [o.throughput for o in obs])
+        for o in obs:
+            if o.throughput > best:
+                best, best_x = o.throughput, o.assignment
         ex.observe(obs)
         curve.append((len(measured), best))
-    return curve, time.perf_counter() - t0, ex.stats()
+        bests.append(dict(best_x))
+    return curve, time.perf_counter() - t0, ex.stats(), bests
 
 
 def _ci(values) -> tuple[float, float, float]:
@@ -439,9 +443,10 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     rows, best = [], {}
     for explorer in wanted:
         for seed in range(a.seeds):
-            curve, secs, st = _simulated_tune(
+            curve, secs, st, bests = _simulated_tune(
                 space, sur, explorer, seed, budgets[explorer], a.batch_size
             )
+            at_i = max((i for i, (n, _) in enumerate(curve) if n <= a.trials), default=0)
             for n, b in curve:
                 best[(explorer, seed, n)] = b
             at = _best_at([(n, 0.0, b) for n, b in curve], a.trials) or 0.0
@@ -458,6 +463,8 @@ def simulate_llvm(a: argparse.Namespace) -> int:
                     cpu_model=cpu,
                     measured_on=measured_on,
                     date=date,
+                    best_assignment_at_trials=json.dumps(bests[at_i], sort_keys=True),
+                    best_assignment_final=json.dumps(bests[-1], sort_keys=True),
                     source=f"kNN-{sur.k} surrogate of {len(sur.y)} trials in {a.surrogate.name}",
                 )
             )
