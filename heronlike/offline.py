@@ -159,13 +159,7 @@ def prepare_bundle(
         candidates: list[dict[str, Any]] = []
         failures = 0
         try:
-            inputs = [
-                BuildInput(
-                    tvm.ir.save_json(space.apply(a).mod), tgt.tvm_target(), tgt.build_options()
-                )
-                for a in proposals
-            ]
-            built = builder.build(inputs)
+            built = _build(space, proposals, builder)
             for i, (assignment, res) in enumerate(zip(proposals, built, strict=True)):
                 if not res.ok:
                     failures += 1
@@ -188,17 +182,8 @@ def prepare_bundle(
                     )
                     continue
                 candidates.append(
-                    {
-                        "id": f"c{len(history) + i:05d}",
-                        "workload_key": wk,
-                        "artifact_dir": res.artifact_path,
-                        "assignment": dict(assignment),
-                        "build_s": res.build_s,
-                        "manifest": dict(res.info),
-                        "seed": seed,
-                        "explorer": exp.name,
-                        "explore_s": explore_s,
-                    }
+                    _candidate(f"c{len(history) + i:05d}", wk, assignment, res, seed, exp.name)
+                    | {"explore_s": explore_s}
                 )
             path = None
             if candidates:
@@ -209,3 +194,86 @@ def prepare_bundle(
     finally:
         if not isinstance(records, Records):
             db.close()
+
+
+def _build(space: Space, assignments: list[dict[str, int]], builder: Any) -> list[Any]:
+    """Schedule every assignment of ``space`` and build it with ``builder`` (BuildResults)."""
+    tgt = space.target
+    inputs = [
+        BuildInput(tvm.ir.save_json(space.apply(a).mod), tgt.tvm_target(), tgt.build_options())
+        for a in assignments
+    ]
+    return builder.build(inputs)
+
+
+def _candidate(
+    cid: str, workload_key: str, assignment: Mapping[str, int], res: Any, seed: int, explorer: str
+) -> dict[str, Any]:
+    """A bundle candidate entry of one successful build."""
+    return {
+        "id": cid,
+        "workload_key": workload_key,
+        "artifact_dir": res.artifact_path,
+        "assignment": dict(assignment),
+        "build_s": res.build_s,
+        "manifest": dict(res.info),
+        "seed": seed,
+        "explorer": explorer,
+    }
+
+
+def bundle_assignments(
+    compute: Any,
+    target: str | Mapping[str, Any] | DLATarget,
+    bundle_dir: str | Path,
+    assignments: Mapping[str, Mapping[str, int]],
+    *,
+    seed: int = 0,
+    repeat: int = 20,
+    warmup: int = 5,
+    build_timeout_s: float = 120.0,
+) -> tuple[Path | None, dict[str, str]]:
+    """Build given assignments of ``compute``'s space and write them as one bundle, with no
+    explorer and no records: e.g. the best programs several simulated searches found, to be
+    re-measured side by side on the GPU.
+
+    Args:
+        assignments: candidate id (letters, digits, ``_``, ``-``) -> a full valid assignment.
+        seed: the input seed of the bundle's workload.
+        repeat, warmup: the timing policy on the GPU machine.
+
+    Returns:
+        ``(bundle folder or None when nothing built, {id: why it is not in the bundle})``: an
+        assignment that violates the space's CSP is not built; a build failure is reported.
+
+    Raises:
+        BundleError: the compute has no reference a bundle can compute.
+        HostFeatureError: nvcc is missing or rejects the arch.
+    """
+    space = generate_space(compute, target)
+    space.target.check_host()
+    entry = workload_entry(space, seed)
+    failed: dict[str, str] = {}
+    for cid, a in assignments.items():
+        misfits = space.misfits(a)
+        if misfits:
+            failed[cid] = "not a valid assignment of this space: " + "; ".join(misfits[:3])
+    ids = [cid for cid in assignments if cid not in failed]
+    proposals = [dict(assignments[i]) for i in ids]
+    builder = space.target.make_builder(timeout_s=build_timeout_s)
+    try:
+        built = _build(space, proposals, builder)
+        failed |= {i: f"{r.error_kind}: {r.error_msg}" for i, r in zip(ids, built) if not r.ok}
+        candidates = [
+            _candidate(i, space.workload_key, a, r, seed, "given")
+            for i, a, r in zip(ids, proposals, built, strict=True)
+            if r.ok
+        ]
+        path = None
+        if candidates:
+            path = write_bundle(
+                bundle_dir, [entry], candidates, repeat=repeat, warmup=warmup, seed=seed
+            )
+        return path, failed
+    finally:
+        builder.close()

@@ -25,7 +25,7 @@ from heronlike.csp import Le
 from heronlike.errors import UnknownTargetError, UnsupportedShapeError
 from heronlike.measure.bundle import import_results
 from heronlike.measure.cuda import launch_manifest
-from heronlike.offline import prepare_bundle
+from heronlike.offline import bundle_assignments, prepare_bundle
 from heronlike.records import Records
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
@@ -282,6 +282,34 @@ def test_bundle_round_trip_with_the_stand_in_runner(tmp_path: Path) -> None:
     seen = {json.dumps(t.assignment, sort_keys=True) for t in done}
     nxt = json.loads((second.bundle / "bundle.json").read_text())["candidates"]
     assert not seen & {json.dumps(c["assignment"], sort_keys=True) for c in nxt}
+
+
+@needs_nvcc
+def test_given_assignments_become_one_bundle(tmp_path: Path) -> None:
+    """``bundle_assignments`` (used to re-measure the bests of simulated searches): the given
+    ids and assignments, built, in one bundle the runner accepts; a broken one is reported."""
+    compute = ops.gemm(128, 128, 128, dtype="float16")
+    space = generate_space(compute, TC)
+    a, b = RandSAT(space.csp, seed=5).sample(2)
+    broken = {**a, "C.unroll": 99}  # not one of the CSP's candidate values
+    path, failed = bundle_assignments(
+        compute, TC, tmp_path / "given", {"cga-s0": a, "rand-s0": b, "bad-s0": broken}, repeat=3
+    )
+    assert path is not None and set(failed) == {"bad-s0"}
+    assert "not a valid assignment" in failed["bad-s0"] and "C.unroll" in failed["bad-s0"]
+    bundle = json.loads((path / "bundle.json").read_text())
+    got = {c["id"]: c["assignment"] for c in bundle["candidates"]}
+    assert got["cga-s0"] == a and got["rand-s0"] == b
+    assert bundle["policy"]["repeat"] == 3
+    run = subprocess.run(
+        [sys.executable, str(path / "run_bundle.py"), str(path), "--standin"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    results = json.loads((path / "results.json").read_text())
+    assert {"cga-s0", "rand-s0"} <= set(results["candidates"])
 
 
 def test_tune_replays_a_committed_results_fixture(tmp_path: Path) -> None:
