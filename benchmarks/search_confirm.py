@@ -57,7 +57,9 @@ def read_picks(sim_csv: Path) -> dict[str, dict[str, Any]]:
                 }
     if not picks:
         raise SystemExit(f"{sim_csv}: no run of {', '.join(p[1] for p in PICKS)} with assignments")
-    return picks
+    # seed by seed, so that the programs compared in a pair are timed next to each other
+    order = {label: i for i, (label, *_) in enumerate(PICKS)}
+    return dict(sorted(picks.items(), key=lambda kv: (kv[1]["seed"], order[kv[1]["label"]])))
 
 
 def compute_of(op: str, shape: str, dtype: str) -> Any:
