@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,17 +87,9 @@ def cmd_bundle(a: argparse.Namespace) -> int:
     return 0
 
 
-def _ci(values: list[float]) -> tuple[float, float, float]:
-    from scipy import stats as st
-
-    m = statistics.fmean(values)
-    if len(values) < 2:
-        return m, m, m
-    h = st.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
-    return m, m - h, m + h
-
-
 def cmd_report(a: argparse.Namespace) -> int:
+    from search_efficiency import _ci as ci95  # this script's folder is on sys.path
+
     picks = read_picks(a.sim_csv)
     bundle = json.loads((a.bundle / "bundle.json").read_text())
     results = json.loads((a.bundle / "results.json").read_text())
@@ -125,7 +116,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     for label in dict.fromkeys(p["label"] for p in picks.values()):
         vals = [measured[c] for c, p in picks.items() if p["label"] == label and c in measured]
         if vals:
-            m, lo, hi = _ci(vals)
+            m, lo, hi = ci95(vals)
             summary.append(dict(what=label, mean=m, ci_lo=lo, ci_hi=hi, seeds=len(vals)))
             print(f"  {label:5s} mean {m:9.1f} [{lo:9.1f}, {hi:9.1f}] over {len(vals)} seeds")
     for e1, e2 in PAIRS:
@@ -137,7 +128,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         if len(seeds) < 2:
             continue
         diff = [measured[f"{e1}-s{s}"] - measured[f"{e2}-s{s}"] for s in seeds]
-        m, lo, hi = _ci(diff)
+        m, lo, hi = ci95(diff)
         summary.append(dict(what=f"{e1} - {e2}", mean=m, ci_lo=lo, ci_hi=hi, seeds=len(seeds)))
         print(f"  {e1} - {e2}: {m:+.1f} [{lo:+.1f}, {hi:+.1f}] GFLOP/s (paired over seeds)")
     out = a.out or a.sim_csv.with_name(a.sim_csv.stem + "_hardware.csv")

@@ -497,16 +497,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 # finish
 
 
-def assignment_key(assignment: dict[str, Any]) -> str:
-    """A canonical text of an assignment, to find a recorded trial's candidate in a bundle."""
-    return json.dumps({str(k): int(v) for k, v in assignment.items()}, sort_keys=True)
-
-
 def candidate_index(folder: Path) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
     """``(workload key, assignment key) -> (bundle folder, candidate entry)`` over every search
     bundle under ``folder`` (finish bundles left out); the first bundle found wins."""
     from heronlike.errors import BundleError
-    from heronlike.measure.bundle import load_bundle
+    from heronlike.measure.bundle import assignment_key, load_bundle
 
     index: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
     for path in sorted(folder.rglob("bundle.json")):
@@ -528,6 +523,8 @@ def finish_candidates(
     """The ``top`` fastest valid trials of a workload in the records, as ``(bundle folder,
     candidate entry)`` found in ``index`` (:func:`candidate_index`); trials whose candidate is in
     no bundle under the folder are skipped."""
+    from heronlike.measure.bundle import assignment_key
+
     valid = sorted(
         (t for t in db.trials(workload_key, target_key) if t.ok), key=lambda t: t.latency_s
     )

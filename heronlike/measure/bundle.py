@@ -417,8 +417,8 @@ def import_results(
                     compute_text=str(wl.get("compute_text", "")),
                     target_key=tk,
                 )
-                known[(wk, tk)] = {_assignment_key(r.assignment) for r in db.trials(wk, tk)}
-            akey = _assignment_key(cand["assignment"])
+                known[(wk, tk)] = {assignment_key(r.assignment) for r in db.trials(wk, tk)}
+            akey = assignment_key(cand["assignment"])
             if akey in known[(wk, tk)]:
                 summary.skipped += 1
                 continue
@@ -454,7 +454,9 @@ def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 
-def _assignment_key(assignment: Mapping[str, Any]) -> str:
+def assignment_key(assignment: Mapping[str, Any]) -> str:
+    """A canonical text of an assignment (sorted JSON of ints): the identity of a candidate
+    across bundles and records."""
     return json.dumps({str(k): int(v) for k, v in assignment.items()}, sort_keys=True)
 
 

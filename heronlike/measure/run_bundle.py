@@ -962,23 +962,37 @@ class GpuBackend:
                 lambda y: y.permute(0, 2, 3, 1),
             )
         spec = str(ref["spec"]).replace(" ", "")
-        ops = [self._tensor(torch, int(i)) for i in ref["operands"]]
-        lhs, _, out = spec.partition("->")
-        plan = gemm_plan(spec)
-        if plan is not None and all(len(g) == 1 for g in plan[1:]) and len(plan[0]) <= 1:
-            batch, m, n, k = plan
-            a, b = lhs.split(",")
-            x = ops[0].permute([a.index(c) for c in batch + m + k])
-            y = ops[1].permute([b.index(c) for c in batch + k + n])
-            perm = [(batch + m + n).index(c) for c in out]
+        gemm = self._gemm_operands(torch)
+        if gemm is not None:
+            batch, x, y, perm = gemm
             if x.is_floating_point():
                 return "torch.matmul", lambda: torch.matmul(x, y), lambda z: z.permute(perm)
             if not batch and x.dtype == torch.int8:
                 return "torch._int_mm", lambda: torch._int_mm(x, y), lambda z: z.permute(perm)
             raise ValueError(f"no torch baseline for integer {spec!r} ({x.dtype})")
+        ops = [self._tensor(torch, int(i)) for i in ref["operands"]]
         if not ops[0].is_floating_point():
             raise ValueError(f"no torch baseline for integer einsum {spec!r}")
         return "torch.einsum", lambda: torch.einsum(spec, *ops), lambda z: z
+
+    def _gemm_operands(self, torch: Any) -> tuple[str, Any, Any, list[int]] | None:
+        """``(batch axes, x, y, perm)`` when the einsum reference is a (batched) matrix product
+        with one batch axis at most: ``x`` is ``[batch,] m, k``, ``y`` is ``[batch,] k, n`` (views)
+        and ``z.permute(perm)`` takes a ``[batch,] m, n`` product to the output layout."""
+        ref = self.workload["reference"]
+        if ref["kind"] != "einsum":
+            return None
+        spec = str(ref["spec"]).replace(" ", "")
+        plan = gemm_plan(spec)
+        if plan is None or not all(len(g) == 1 for g in plan[1:]) or len(plan[0]) > 1:
+            return None
+        ops = [self._tensor(torch, int(i)) for i in ref["operands"]]
+        lhs, _, out = spec.partition("->")
+        batch, m, n, k = plan
+        a, b = lhs.split(",")
+        x = ops[0].permute([a.index(c) for c in batch + m + k])
+        y = ops[1].permute([b.index(c) for c in batch + k + n])
+        return batch, x, y, [(batch + m + n).index(c) for c in out]
 
     def _torch_variants(
         self, torch: Any
@@ -988,22 +1002,12 @@ class GpuBackend:
         output dtype and bytes as the kernel; ``torch.matmul`` writes float16). Empty otherwise,
         or when this PyTorch has no ``out_dtype`` (the error is then the variant's)."""
         ref = self.workload["reference"]
-        out = self.params[int(ref.get("output", -1))] if "output" in ref else None
-        if ref["kind"] != "einsum" or out is None or out["dtype"] != "float32":
+        if "output" not in ref or self.params[int(ref["output"])]["dtype"] != "float32":
             return []
-        spec = str(ref["spec"]).replace(" ", "")
-        plan = gemm_plan(spec)
-        if plan is None or not all(len(g) == 1 for g in plan[1:]) or len(plan[0]) > 1:
+        gemm = self._gemm_operands(torch)
+        if gemm is None or gemm[1].dtype not in (torch.float16, torch.bfloat16):
             return []
-        ops = [self._tensor(torch, int(i)) for i in ref["operands"]]
-        if ops[0].dtype not in (torch.float16, torch.bfloat16):
-            return []
-        batch, m, n, k = plan
-        lhs, _, res = spec.partition("->")
-        a, b = lhs.split(",")
-        x = ops[0].permute([a.index(c) for c in batch + m + k])
-        y = ops[1].permute([b.index(c) for c in batch + k + n])
-        perm = [(batch + m + n).index(c) for c in res]
+        batch, x, y, perm = gemm
         mm = torch.bmm if batch else torch.mm
         name = f"torch.{'bmm' if batch else 'mm'}(out_dtype=float32)"
         return [(name, lambda: mm(x, y, out_dtype=torch.float32), lambda z: z.permute(perm))]
