@@ -7,9 +7,11 @@ After each kill it counts, from the records and the log:
 
 * ``ran``: runs that finished according to the log, over all rounds so far;
 * ``recorded``: trials in the records that reached the runner (ok, or a run-time failure);
-* ``lost = ran - recorded``: runs measured but never committed. The tune loop commits every
-  trial as its outcome is known, so at most the one trial between its log line and its commit
-  can be lost (``in flight``: 1 with a one-at-a-time runner);
+* ``lost``: runs measured but never committed by this kill, ``(ran - recorded)`` now minus
+  the same before it (``lost_total`` keeps the running sum; a lost trial is measured again by
+  the next round). The tune loop commits every trial as its outcome is known, so a kill can
+  lose at most the one trial between its log line and its commit (``in flight``: 1 with a
+  one-at-a-time runner);
 * whether the kill fell inside a batch (the committed count is not a multiple of the batch
   size), which the old batch-at-a-time commit could never leave behind.
 
@@ -142,8 +144,9 @@ def run_kills(
         timeout_s: limit for one round, seconds.
 
     Returns:
-        ``(rows, final)``: one dict per kill (``kill``, ``ran``, ``recorded``, ``lost``,
-        ``in_flight``, ``mid_batch``, ``committed``) and the final check (``trials``,
+        ``(rows, final)``: one dict per kill (``kill``, ``ran``, ``recorded``, ``lost`` by this
+        kill, ``lost_total``, ``in_flight``, ``mid_batch``, ``committed``; ``ran``, ``recorded``
+        and ``committed`` count over all rounds so far) and the final check (``trials``,
         ``indices_ok``, ``duplicates``, ``returncode``).
 
     Raises:
@@ -157,6 +160,7 @@ def run_kills(
     for p in (records, log):
         p.unlink(missing_ok=True)
     rows = []
+    lost_before = 0
     for kill in range(kills):
         ran_before = _count_lines(log)
         remaining = trials - len(_trials(records))
@@ -185,17 +189,20 @@ def run_kills(
         stored = _trials(records)
         recorded = sum(1 for _, _, kind in stored if kind is None or kind in RUN_KINDS)
         ran = _count_lines(log)
+        lost_total = ran - recorded
         rows.append(
             {
                 "kill": kill,
                 "committed": len(stored),
                 "ran": ran,
                 "recorded": recorded,
-                "lost": ran - recorded,
+                "lost": lost_total - lost_before,
+                "lost_total": lost_total,
                 "in_flight": 1,
                 "mid_batch": len(stored) % batch != 0,
             }
         )
+        lost_before = lost_total
     child = _child(records, log, trials, batch, n, target)
     out, err = child.communicate(timeout=timeout_s)
     stored = _trials(records)
