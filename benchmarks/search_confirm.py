@@ -5,8 +5,9 @@ trials; each of its runs writes the best assignment it found (at ``--trials`` an
 This script builds those bests into one offline bundle (``bundle``), to be run on the GPU the
 records came from (``python BUNDLE/run_bundle.py BUNDLE``), then reads the measured latencies back
 (``report``) and repeats the paired comparisons of the simulation with measured throughput:
-CGA@trials − CGA-1@trials and CGA@trials − RAND@rand-trials over the same seeds, each with a
-95 % Student-t confidence interval, and how often the surrogate's pick was a recorded point.
+the first of ``--explorers`` against each of the others over the same seeds (by default
+CGA@trials − CGA-1@trials and CGA@trials − RAND@rand-trials; Heron Fig. 12's set is
+``--explorers cga,random,sa,ga``), each with a 95 % Student-t confidence interval.
 
 ::
 
@@ -29,35 +30,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: (label, explorer, CSV column of the assignment, CSV column of the simulated throughput)
-PICKS = (
-    ("cga", "cga", "best_assignment_at_trials", "best_gflops_at_trials"),
-    ("cga1", "cga1", "best_assignment_at_trials", "best_gflops_at_trials"),
-    ("rand", "rand", "best_assignment_final", "best_gflops_final"),
-)
-PAIRS = (("cga", "cga1"), ("cga", "rand"))
+#: the explorers compared by default (Heron Fig. 13 and its CGA@200 vs RAND@600)
+EXPLORERS = ("cga", "cga1", "rand")
+#: explorers whose best is taken at the end of their (longer) budget, as in the simulation
+LONG_BUDGET = ("rand", "random")
 
 
-def read_picks(sim_csv: Path) -> dict[str, dict[str, Any]]:
-    """Candidate id (``<label>-s<seed>``) -> ``{"label", "seed", "assignment", "sim_gflops"}``
-    for every run of the simulation CSV whose explorer is in :data:`PICKS`."""
+def read_picks(sim_csv: Path, explorers: tuple[str, ...] = EXPLORERS) -> dict[str, dict[str, Any]]:
+    """Candidate id (``<explorer>-s<seed>``) -> ``{"label", "seed", "assignment", "sim_gflops"}``
+    for every run of the simulation CSV whose explorer is in ``explorers``: its best at
+    ``--trials``, or at the end for RAND and CRAND. Ordered seed by seed, so that the programs
+    compared in a pair are timed next to each other.
+
+    Raises:
+        SystemExit: no run of those explorers has a best assignment in the CSV."""
     picks: dict[str, dict[str, Any]] = {}
     with sim_csv.open(newline="") as f:
         for row in csv.DictReader(f):
-            for label, explorer, col, sim in PICKS:
-                if row["explorer"] != explorer or not row.get(col):
-                    continue
-                cid = f"{label}-s{row['seed']}"
-                picks[cid] = {
-                    "label": label,
-                    "seed": int(row["seed"]),
-                    "assignment": json.loads(row[col]),
-                    "sim_gflops": float(row[sim]),
-                }
+            explorer = row["explorer"]
+            when = "final" if explorer in LONG_BUDGET else "at_trials"
+            col = f"best_assignment_{when}"
+            if explorer not in explorers or not row.get(col):
+                continue
+            picks[f"{explorer}-s{row['seed']}"] = {
+                "label": explorer,
+                "seed": int(row["seed"]),
+                "assignment": json.loads(row[col]),
+                "sim_gflops": float(row[f"best_gflops_{when}"]),
+            }
     if not picks:
-        raise SystemExit(f"{sim_csv}: no run of {', '.join(p[1] for p in PICKS)} with assignments")
-    # seed by seed, so that the programs compared in a pair are timed next to each other
-    order = {label: i for i, (label, *_) in enumerate(PICKS)}
+        raise SystemExit(f"{sim_csv}: no run of {', '.join(explorers)} with assignments")
+    order = {e: i for i, e in enumerate(explorers)}
     return dict(sorted(picks.items(), key=lambda kv: (kv[1]["seed"], order[kv[1]["label"]])))
 
 
@@ -71,7 +74,7 @@ def compute_of(op: str, shape: str, dtype: str) -> Any:
 def cmd_bundle(a: argparse.Namespace) -> int:
     from heronlike.offline import bundle_assignments
 
-    picks = read_picks(a.sim_csv)
+    picks = read_picks(a.sim_csv, tuple(a.explorers.split(",")))
     compute = compute_of(a.op, a.shape, a.dtype)
     assignments = {cid: p["assignment"] for cid, p in picks.items()}
     path, failed = bundle_assignments(
@@ -90,7 +93,8 @@ def cmd_bundle(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from search_efficiency import _ci as ci95  # this script's folder is on sys.path
 
-    picks = read_picks(a.sim_csv)
+    explorers = tuple(a.explorers.split(","))
+    picks = read_picks(a.sim_csv, explorers)
     bundle = json.loads((a.bundle / "bundle.json").read_text())
     results = json.loads((a.bundle / "results.json").read_text())
     if results.get("standin"):
@@ -118,8 +122,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         if vals:
             m, lo, hi = ci95(vals)
             summary.append(dict(what=label, mean=m, ci_lo=lo, ci_hi=hi, seeds=len(vals)))
-            print(f"  {label:5s} mean {m:9.1f} [{lo:9.1f}, {hi:9.1f}] over {len(vals)} seeds")
-    for e1, e2 in PAIRS:
+            print(f"  {label:10s} mean {m:9.1f} [{lo:9.1f}, {hi:9.1f}] over {len(vals)} seeds")
+    for e1, e2 in ((explorers[0], e) for e in explorers[1:]):
         seeds = sorted(
             p["seed"]
             for c, p in picks.items()
@@ -150,6 +154,9 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+HELP_EXPLORERS = "comma separated; the first is compared with each of the others"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -162,11 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--repeat", type=int, default=50)
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--out", type=Path, required=True, help="the bundle folder to create")
+    b.add_argument("--explorers", default=",".join(EXPLORERS), help=HELP_EXPLORERS)
     b.set_defaults(fn=cmd_bundle)
     r = sub.add_parser("report", help="paired comparisons of the measured bests")
     r.add_argument("--sim-csv", type=Path, required=True)
     r.add_argument("--bundle", type=Path, required=True)
     r.add_argument("--out", type=Path, default=None, help="default: <sim-csv>_hardware.csv")
+    r.add_argument("--explorers", default=",".join(EXPLORERS), help=HELP_EXPLORERS)
     r.set_defaults(fn=cmd_report)
     a = p.parse_args(argv)
     return a.fn(a)

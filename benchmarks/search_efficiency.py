@@ -29,10 +29,14 @@ assignment is the inverse-distance-weighted mean of its ``--knn`` nearest record
 valid points. Every explorer then runs the tune loop's protocol (propose a batch, "measure" it on
 the surrogate, observe) for ``--seeds`` seeds; the script writes
 ``<out>/search_efficiency_sim-<op><shape>-t<trials>-<cpu>-<date>.csv`` (one row per explorer, seed
-and budget point, with the CPU model and date) and ``..._summary.csv``: mean best GFLOP/s with a
-95 % Student-t confidence interval per explorer and budget, and the paired differences CGA - CGA-1
-(same seeds) and CGA@200 - RAND@600. The surrogate's leave-one-out rank correlation is printed and
-saved.
+and budget point, with the CPU model and date), ``..._curves.csv`` (best-so-far after every batch:
+trials, explorer seconds, GFLOP/s), ``.png`` (those curves, median over seeds with the min-max
+band; with matplotlib) and ``..._summary.csv``: mean best GFLOP/s with a 95 % Student-t
+confidence interval per explorer and budget, and the paired differences of CGA against each other
+explorer over the same seeds (CGA - CGA-1, CGA@200 - RAND@600, ...). The surrogate's
+leave-one-out rank correlation is printed and saved. The explorers are CGA, CGA-1, RAND, CRAND
+(``random``), OpEvo, FlexTensor, SA and GA; Heron's Fig. 12 (CGA, CRAND, GA and SA at 1000
+trials) is ``--explorers cga,random,sa,ga --trials 1000 --rand-trials 1000``.
 
     python benchmarks/search_efficiency.py --record 256 --shape 256,256,256      # ~3 min
     python benchmarks/search_efficiency.py --surrogate benchmarks/out/search_efficiency/\
@@ -77,7 +81,7 @@ LONG_BUDGET = ("rand", "random")
 
 
 #: explorers of the surrogate simulation and their trial budgets (RAND gets 3x, Heron Fig. 12)
-SIM_EXPLORERS = ("cga", "cga1", "rand", "random", "opevo", "flextensor")
+SIM_EXPLORERS = ("cga", "cga1", "rand", "random", "opevo", "flextensor", "sa", "ga")
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -262,7 +266,9 @@ def _summary(runs: list[dict], trials: int, rand_trials: int) -> None:
             )
 
 
-def _plot(curves: list[dict], path: Path) -> None:
+def _plot(curves: list[dict], path: Path, unit: str = "GOP/s", seconds: str = "seconds") -> None:
+    """Best-so-far against trials (left) and against ``seconds`` (right), one row per op: the
+    median over seeds with the min-max band (Heron Fig. 12's layout)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -271,14 +277,14 @@ def _plot(curves: list[dict], path: Path) -> None:
     op_names = list(dict.fromkeys(c["op"] for c in curves))
     fig, axes = plt.subplots(len(op_names), 2, figsize=(10, 3.2 * len(op_names)), squeeze=False)
     for row, op in enumerate(op_names):
-        for col, (xkey, xlabel) in enumerate((("trials", "trials"), ("elapsed_s", "seconds"))):
+        for col, (xkey, xlabel) in enumerate((("trials", "trials"), ("elapsed_s", seconds))):
             ax = axes[row][col]
             for explorer in dict.fromkeys(c["explorer"] for c in curves if c["op"] == op):
                 xs, med, lo, hi = _band(curves, op, explorer, xkey)
                 ax.plot(xs, med, label=explorer, lw=1.4)
                 ax.fill_between(xs, lo, hi, alpha=0.15)
             ax.set_xlabel(xlabel)
-            ax.set_ylabel(f"{op}: best GOP/s")
+            ax.set_ylabel(f"{op}: best {unit}")
             ax.grid(alpha=0.3)
             if row == 0 and col == 0:
                 ax.legend(fontsize=8, ncol=3)
@@ -295,8 +301,9 @@ def _band(curves: list[dict], op: str, explorer: str, xkey: str):
     for c in curves:
         if c["op"] == op and c["explorer"] == explorer and c["best_gops"] != "":
             by_seed.setdefault(c["seed"], []).append((float(c[xkey]), float(c["best_gops"])))
+    xmin = max(min(x for x, _ in pts) for pts in by_seed.values())  # every seed has a best
     xmax = min(max(x for x, _ in pts) for pts in by_seed.values())
-    xs = np.linspace(0, xmax, 100)
+    xs = np.linspace(xmin, xmax, 100)
     ys = []
     for pts in by_seed.values():
         px = np.array([x for x, _ in pts])
@@ -394,7 +401,7 @@ def _simulated_tune(space, oracle, explorer: str, seed: int, trials: int, batch:
             if o.throughput > best:
                 best, best_x = o.throughput, o.assignment
         ex.observe(obs)
-        curve.append((len(measured), best))
+        curve.append((len(measured), time.perf_counter() - t0, best))
         bests.append(dict(best_x))
     return curve, time.perf_counter() - t0, ex.stats(), bests
 
@@ -440,16 +447,26 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     measured_on = a.measured_on or cpu
     budgets = {e: (a.rand_trials if e in LONG_BUDGET else a.trials) for e in SIM_EXPLORERS}
     wanted = a.explorers.split(",") if a.explorers else list(SIM_EXPLORERS)
-    rows, best = [], {}
+    rows: list[dict] = []
+    curves: list[dict] = []
     for explorer in wanted:
         for seed in range(a.seeds):
             curve, secs, st, bests = _simulated_tune(
                 space, sur, explorer, seed, budgets[explorer], a.batch_size
             )
-            at_i = max((i for i, (n, _) in enumerate(curve) if n <= a.trials), default=0)
-            for n, b in curve:
-                best[(explorer, seed, n)] = b
-            at = _best_at([(n, 0.0, b) for n, b in curve], a.trials) or 0.0
+            at_i = max((i for i, (n, *_) in enumerate(curve) if n <= a.trials), default=0)
+            curves += [
+                dict(
+                    op=tag,
+                    explorer=explorer,
+                    seed=seed,
+                    trials=n,
+                    elapsed_s=round(t, 3),
+                    best_gops=round(b / 1e9, 3),
+                )  # fmt: skip
+                for n, t, b in curve
+            ]
+            at = _best_at(curve, a.trials) or 0.0
             rows.append(
                 dict(
                     op=tag,
@@ -457,7 +474,7 @@ def simulate_llvm(a: argparse.Namespace) -> int:
                     seed=seed,
                     trials=curve[-1][0],
                     best_gflops_at_trials=round(at / 1e9, 3),
-                    best_gflops_final=round(curve[-1][1] / 1e9, 3),
+                    best_gflops_final=round(curve[-1][2] / 1e9, 3),
                     explorer_s=round(secs, 2),
                     stats=json.dumps(st),
                     cpu_model=cpu,
@@ -470,21 +487,27 @@ def simulate_llvm(a: argparse.Namespace) -> int:
             )
             print(
                 f"{explorer:10s} seed {seed}: best@{a.trials} {at / 1e9:6.2f}  final "
-                f"{curve[-1][1] / 1e9:6.2f} GFLOP/s after {curve[-1][0]} ({secs:.1f} s) {st}",
+                f"{curve[-1][2] / 1e9:6.2f} GFLOP/s after {curve[-1][0]} ({secs:.1f} s) {st}",
                 flush=True,
             )
     slug = measured_on.lower().replace("nvidia ", "").replace(" ", "-")[:24]
     a.out.mkdir(parents=True, exist_ok=True)
     stem = f"search_efficiency_sim-{tag}-t{a.trials}-{slug}-{date}"
     _write_csv(a.out / f"{stem}.csv", rows)
+    _write_csv(a.out / f"{stem}_curves.csv", curves)
     summary = _sim_summary(rows, a, loo, cpu, date)
     _write_csv(a.out / f"{stem}_summary.csv", summary)
+    try:
+        _plot(curves, a.out / f"{stem}.png", unit="GFLOP/s (surrogate)", seconds="explorer s")
+    except ImportError:
+        print("no matplotlib (the 'bench' extra): no plot")
     return 0
 
 
 def _sim_summary(rows: list[dict], a: argparse.Namespace, loo: float, cpu: str, date: str):
     """Mean best with 95 % CI per explorer (at ``--trials`` and at the end), and the paired
-    differences CGA - CGA-1 and CGA@trials - RAND@rand-trials over the same seeds."""
+    differences of CGA against every other explorer over the same seeds (CGA - CGA-1,
+    CGA@trials - RAND@rand-trials, ...)."""
     out = []
     by = {(r["explorer"], r["seed"]): r for r in rows}
     explorers = list(dict.fromkeys(r["explorer"] for r in rows))
@@ -509,10 +532,14 @@ def _sim_summary(rows: list[dict], a: argparse.Namespace, loo: float, cpu: str, 
                 )
             )
             print(f"  {e:10s} @{n_trials:4d}: {m:7.3f}  [{lo:7.3f}, {hi:7.3f}]")
-    pairs = (
-        ("cga", "best_gflops_at_trials", "cga1", "best_gflops_at_trials"),
-        ("cga", "best_gflops_at_trials", "rand", "best_gflops_final"),
-    )
+    # CGA against every other explorer over the same seeds: at --trials, or at --rand-trials
+    # for RAND and CRAND (Heron's CGA@200 - RAND@600; Fig. 12 runs all at one budget)
+    pairs = [
+        ("cga", "best_gflops_at_trials", e, "best_gflops_final" if e in LONG_BUDGET else
+         "best_gflops_at_trials")
+        for e in explorers
+        if e != "cga"
+    ]  # fmt: skip
     for e1, c1, e2, c2 in pairs:
         seeds = sorted({s for (e, s) in by if e == e1} & {s for (e, s) in by if e == e2})
         if len(seeds) < 2:
