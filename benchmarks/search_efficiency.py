@@ -114,6 +114,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="the device the --surrogate records were measured on (default: this CPU)",
     )
+    p.add_argument(
+        "--plot-curves",
+        default=None,
+        help="only plot these comma-separated *_curves.csv files of surrogate runs into one "
+        "figure, one row per op, written to --out (a .png path)",
+    )
     return p.parse_args(argv)
 
 
@@ -128,6 +134,16 @@ def _best_at(curve: list[tuple[int, float, float | None]], trials: int) -> float
 def run(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit status."""
     a = _args(argv)
+    if a.plot_curves:
+        rows: list[dict] = []
+        for path in a.plot_curves.split(","):
+            with open(path, newline="") as f:
+                rows += list(csv.DictReader(f))
+        if a.out.suffix != ".png":
+            raise SystemExit("--plot-curves: --out must name the .png file to write")
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        _plot(rows, a.out, unit="GFLOP/s (surrogate)", seconds="explorer s")
+        return 0
     if a.record or a.surrogate:
         return simulate_llvm(a)
     a.explorers = a.explorers or ",".join(EXPLORERS)
@@ -284,7 +300,8 @@ def _plot(curves: list[dict], path: Path, unit: str = "GOP/s", seconds: str = "s
                 ax.plot(xs, med, label=explorer, lw=1.4)
                 ax.fill_between(xs, lo, hi, alpha=0.15)
             ax.set_xlabel(xlabel)
-            ax.set_ylabel(f"{op}: best {unit}")
+            ax.set_ylabel(f"best {unit}")
+            ax.set_title(op, fontsize=9)
             ax.grid(alpha=0.3)
             if row == 0 and col == 0:
                 ax.legend(fontsize=8, ncol=3)
