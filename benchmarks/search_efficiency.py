@@ -480,6 +480,9 @@ def simulate_llvm(a: argparse.Namespace) -> int:
                     trials=n,
                     elapsed_s=round(t, 3),
                     best_gops=round(b / 1e9, 3),
+                    cpu_model=cpu,
+                    measured_on=measured_on,
+                    date=date,
                 )  # fmt: skip
                 for n, t, b in curve
             ]

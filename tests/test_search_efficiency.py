@@ -58,6 +58,8 @@ def test_curves_are_best_so_far_and_end_at_the_reported_best(simulated: dict) ->
         assert best == sorted(best), key  # best-so-far never drops
         assert [int(p["trials"]) for p in pts] == [8, 16], key  # one point per batch
         assert best[-1] == pytest.approx(float(runs[key]["best_gflops_final"]), abs=1e-3)
+    # every committed result names the machine: the surrogate's records were measured here
+    assert {(c["cpu_model"], c["measured_on"]) for c in curves} == {(runs[key]["cpu_model"],) * 2}
 
 
 def test_every_best_assignment_is_a_valid_point_of_the_space(simulated: dict) -> None:
