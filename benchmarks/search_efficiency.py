@@ -170,17 +170,7 @@ def run(argv: list[str] | None = None) -> int:
                     simulate=a.simulate,
                 )
                 wall = time.perf_counter() - t0
-                for n, elapsed, best in r.curve:
-                    curves.append(
-                        dict(
-                            op=op,
-                            explorer=explorer,
-                            seed=seed,
-                            trials=n,
-                            elapsed_s=round(elapsed, 3),
-                            best_gops=round(best / 1e9, 2) if best else "",
-                        )
-                    )
+                curves += _curve_rows(op, explorer, seed, r.curve, digits=2)
                 t = r.time_s
                 loop = t.get("elapsed") or wall
                 best_at = _best_at(r.curve, a.trials)
@@ -217,6 +207,26 @@ def run(argv: list[str] | None = None) -> int:
     _summary(runs, a.trials, a.rand_trials)
     _plot(curves, a.out / "search_efficiency.png")
     return 0
+
+
+def _curve_rows(
+    op: str, explorer: str, seed: int, curve: list, digits: int = 3, **machine: str
+) -> list[dict]:
+    """One CSV row per point of a best-so-far ``curve`` of ``(trials, seconds, best op/s)``:
+    best in G(FL)OP/s rounded to ``digits``, ``""`` before the first valid trial; ``machine``
+    columns (CPU model, device, date) are appended to every row."""
+    return [
+        dict(
+            op=op,
+            explorer=explorer,
+            seed=seed,
+            trials=n,
+            elapsed_s=round(t, 3),
+            best_gops=round(b / 1e9, digits) if b else "",
+            **machine,
+        )
+        for n, t, b in curve
+    ]
 
 
 def _merge(path: Path, rows: list[dict], done: set, fresh: bool) -> list[dict]:
@@ -472,20 +482,9 @@ def simulate_llvm(a: argparse.Namespace) -> int:
                 space, sur, explorer, seed, budgets[explorer], a.batch_size
             )
             at_i = max((i for i, (n, *_) in enumerate(curve) if n <= a.trials), default=0)
-            curves += [
-                dict(
-                    op=tag,
-                    explorer=explorer,
-                    seed=seed,
-                    trials=n,
-                    elapsed_s=round(t, 3),
-                    best_gops=round(b / 1e9, 3),
-                    cpu_model=cpu,
-                    measured_on=measured_on,
-                    date=date,
-                )  # fmt: skip
-                for n, t, b in curve
-            ]
+            curves += _curve_rows(
+                tag, explorer, seed, curve, cpu_model=cpu, measured_on=measured_on, date=date
+            )
             at = _best_at(curve, a.trials) or 0.0
             rows.append(
                 dict(
