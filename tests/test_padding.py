@@ -22,7 +22,11 @@ from heronlike import ops, tune  # noqa: E402
 from heronlike.errors import UnsupportedShapeError  # noqa: E402
 from heronlike.rules.cache_stage import AddCacheStage  # noqa: E402
 from heronlike.rules.inline import AlwaysInline, MaterializeOperand  # noqa: E402
-from heronlike.rules.parallel import ParallelizeOuter, UnrollRegisterTile  # noqa: E402
+from heronlike.rules.parallel import (  # noqa: E402
+    ParallelizeOuter,
+    UnrollDepth,
+    UnrollRegisterTile,
+)
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize  # noqa: E402
 from heronlike.rules.tiling import MultiLevelTiling  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
@@ -104,7 +108,10 @@ def test_odd_shapes_tune_and_are_exact(
 
 
 class _IntrinsicOnly(dlboost.DLBoostTarget):
-    """DL Boost with the rule list from before padding and the general rules existed."""
+    """DL Boost with the rule list from before padding and the general rules existed.
+
+    The loop-order and unroll-depth knobs (issue 13) are part of the intrinsic rules since.
+    """
 
     names = ("dlboost_intrinsic_only",)
 
@@ -115,9 +122,10 @@ class _IntrinsicOnly(dlboost.DLBoostTarget):
             MaterializeOperand(vector_bytes=v),
             Tensorize(),
             AddCacheStage(scope="global"),
-            MultiLevelTiling(),
+            MultiLevelTiling(vector_level="V", order_level="S1"),
             ParallelizeOuter(),
             UnrollRegisterTile(),
+            UnrollDepth(),
             ApplyIntrinsic(vector_bytes=v),
         )
 
