@@ -306,6 +306,7 @@ def run_case(spec: str, args: argparse.Namespace, paths, tgt, worker) -> dict[st
         row.update(heronlike_status=bad, ms_status=bad, pytorch_impl=bad, numpy_impl=bad)
         return row
     row["gop"] = dag.flop() / 1e9
+    row["threads"] = tgt.cores  # every tuner and baseline of the case runs on this many
     print(f"[{name}] {op} {row['params']}: heronlike ({args.trials} trials) ...", flush=True)
     row.update(run_heronlike(compute, args, paths, name))
     if args.no_metaschedule:
@@ -344,6 +345,7 @@ COLUMNS = (
     "heronlike_valid_rate", "ms_valid_rate", "heronlike_trials", "ms_trials",
     "heronlike_tune_s", "ms_tune_s", "heronlike_correct", "ms_correct",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
+    "cpu_model", "cpu_signature", "threads", "date",
 )  # fmt: skip
 
 
@@ -370,11 +372,20 @@ def geomean(values: Sequence[float | None]) -> float | None:
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
-    """One row per case, :data:`COLUMNS` in order (empty cell = not measured)."""
+    """One row per case, :data:`COLUMNS` in order (empty cell = not measured); every row names
+    the machine (CPU model and family/model/stepping, threads) and the date."""
+    from heronlike.host import cpu_model, cpu_signature
+
+    machine = dict(
+        cpu_model=cpu_model(),
+        cpu_signature=cpu_signature(),
+        date=time.strftime("%Y-%m-%d"),
+    )
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
+            row = {**machine, **row}
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
 
 

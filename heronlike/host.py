@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-__all__ = ["cpu_flags", "cpu_model"]
+__all__ = ["cpu_flags", "cpu_model", "cpu_signature"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -30,6 +30,14 @@ def cpu_model() -> str:
     """The CPU's ``model name`` (e.g. ``"AMD EPYC"``), else :func:`platform.processor`, else
     ``"unknown"``."""
     return _field("model name") or platform.processor() or "unknown"
+
+
+def cpu_signature() -> str:
+    """The CPU's family, model and stepping as ``/proc/cpuinfo`` gives them (e.g. ``"family 25
+    model 17 stepping 1"``, AMD Zen 4), which tells apart CPUs that share a generic ``model name``
+    such as ``"AMD EPYC"``; ``""`` where they cannot be read."""
+    parts = [(k, _field(k)) for k in ("cpu family", "model\t", "stepping")]
+    return " ".join(f"{k.split()[-1]} {v}" for k, v in parts if v)
 
 
 def cpu_flags() -> set[str]:
