@@ -11,6 +11,8 @@ with ``--simulate``), several seeds each, and writes:
   GOP/s at ``--trials`` and at the end, seconds by phase (explore = explorer + cost model, solve =
   CP-SAT, build, run), the explorer's share of the loop's wall time, and the explorer's counters
   (OpEvo's invalid walks, the GA's invalid children ...);
+* ``<out>/search_efficiency_summary.csv``: mean best GOP/s with a 95 % confidence interval per
+  explorer, and CGA paired with every other explorer over the same seeds;
 * ``<out>/search_efficiency.png``: median over seeds of best-so-far GOP/s against trials and
   against seconds, with the min-max band.
 
@@ -70,18 +72,18 @@ from heronlike import ops
 
 #: op name -> (compute builder, arguments): int8 GEMM G1 and BMM B1 of Heron's DL Boost table
 #: (heron_repo.md §7.2; BMM B1 is (B, M, K, N) = 12, 512, 64, 512 there, our argument order is
-#: (B, M, N, K))
+#: (B, M, N, K)), and the C2D of Heron's Fig. 12 (NHWC 1x56x56x64 -> 64, 1x1, stride 1)
 CASES = {
     "gemm": (ops.gemm, (1024, 1024, 1024)),
     "bmm": (ops.bmm, (12, 512, 512, 64)),
+    "c2d": (ops.c2d, (1, 56, 56, 64, 64, 1, 1, 1, 0, 1)),
 }
-EXPLORERS = ("cga", "cga1", "rand", "sa", "ga", "opevo")
-#: explorers given ``--rand-trials`` instead of ``--trials``
+#: the columns that name the machine and date of a measured row
+MACHINE_COLUMNS = ("cpu_model", "cpu_signature", "date")
+#: every explorer, in the order the benchmark runs them (measured and surrogate modes)
+EXPLORERS = ("cga", "cga1", "rand", "random", "opevo", "flextensor", "sa", "ga")
+#: explorers given ``--rand-trials`` instead of ``--trials`` (RAND gets 3x, Heron Fig. 12)
 LONG_BUDGET = ("rand", "random")
-
-
-#: explorers of the surrogate simulation and their trial budgets (RAND gets 3x, Heron Fig. 12)
-SIM_EXPLORERS = ("cga", "cga1", "rand", "random", "opevo", "flextensor", "sa", "ga")
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -149,7 +151,12 @@ def run(argv: list[str] | None = None) -> int:
     a.explorers = a.explorers or ",".join(EXPLORERS)
     a.out.mkdir(parents=True, exist_ok=True)
     a.work.mkdir(parents=True, exist_ok=True)
+    from heronlike.host import cpu_model, cpu_signature
+
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    machine = dict(
+        cpu_model=cpu_model(), cpu_signature=cpu_signature(), date=time.strftime("%Y-%m-%d")
+    )
     curves: list[dict] = []
     runs: list[dict] = []
     for op in a.ops.split(","):
@@ -170,7 +177,7 @@ def run(argv: list[str] | None = None) -> int:
                     simulate=a.simulate,
                 )
                 wall = time.perf_counter() - t0
-                curves += _curve_rows(op, explorer, seed, r.curve, digits=2)
+                curves += _curve_rows(op, explorer, seed, r.curve, digits=2, **machine)
                 t = r.time_s
                 loop = t.get("elapsed") or wall
                 best_at = _best_at(r.curve, a.trials)
@@ -191,6 +198,7 @@ def run(argv: list[str] | None = None) -> int:
                     run_s=round(t.get("run", 0.0), 2),
                     explorer_share=round((t.get("explore", 0) + t.get("solve", 0)) / loop, 4),
                     stats=json.dumps(r.explorer_stats),
+                    **machine,
                 )
                 runs.append(row)
                 print(
@@ -205,8 +213,21 @@ def run(argv: list[str] | None = None) -> int:
     _write_csv(a.out / "search_efficiency_curves.csv", curves)
     _write_csv(a.out / "search_efficiency_runs.csv", runs)
     _summary(runs, a.trials, a.rand_trials)
+    summary = []
+    for op in dict.fromkeys(r["op"] for r in runs):
+        op_runs = [r for r in runs if r["op"] == op]
+        at, final = "best_gops_at_trials", "best_gops_final"
+        summary += _paired_summary(op_runs, a.trials, a.rand_trials, at, final, **_machine(op_runs))
+    _write_csv(a.out / "search_efficiency_summary.csv", summary)
     _plot(curves, a.out / "search_efficiency.png")
     return 0
+
+
+def _machine(rows: list[dict]) -> dict[str, str]:
+    """The machine columns (:data:`MACHINE_COLUMNS`) shared by ``rows`` (one op's runs, which
+    may come from an earlier run on another machine than this one); distinct values are joined
+    with ``"; "`` so that a summary over rows of two machines says so."""
+    return {k: "; ".join(dict.fromkeys(str(r.get(k, "")) for r in rows)) for k in MACHINE_COLUMNS}
 
 
 def _curve_rows(
@@ -311,7 +332,8 @@ def _plot(curves: list[dict], path: Path, unit: str = "GOP/s", seconds: str = "s
                 ax.fill_between(xs, lo, hi, alpha=0.15)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(f"best {unit}")
-            ax.set_title(op, fontsize=9)
+            cpus = "; ".join(dict.fromkeys(c.get("cpu_model", "") for c in curves if c["op"] == op))
+            ax.set_title(f"{op} ({cpus})" if cpus else op, fontsize=9)
             ax.grid(alpha=0.3)
             if row == 0 and col == 0:
                 ax.legend(fontsize=8, ncol=3)
@@ -472,8 +494,8 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     )
     date, cpu = time.strftime("%Y-%m-%d"), cpu_model()
     measured_on = a.measured_on or cpu
-    budgets = {e: (a.rand_trials if e in LONG_BUDGET else a.trials) for e in SIM_EXPLORERS}
-    wanted = a.explorers.split(",") if a.explorers else list(SIM_EXPLORERS)
+    budgets = {e: (a.rand_trials if e in LONG_BUDGET else a.trials) for e in EXPLORERS}
+    wanted = a.explorers.split(",") if a.explorers else list(EXPLORERS)
     rows: list[dict] = []
     curves: list[dict] = []
     for explorer in wanted:
@@ -514,7 +536,8 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     stem = f"search_efficiency_sim-{tag}-t{a.trials}-{slug}-{date}"
     _write_csv(a.out / f"{stem}.csv", rows)
     _write_csv(a.out / f"{stem}_curves.csv", curves)
-    summary = _sim_summary(rows, a, loo, cpu, date)
+    print(f"surrogate LOO Spearman {loo:.3f}")
+    summary = _paired_summary(rows, a.trials, a.rand_trials, cpu_model=cpu, date=date)
     _write_csv(a.out / f"{stem}_summary.csv", summary)
     try:
         _plot(curves, a.out / f"{stem}.png", unit="GFLOP/s (surrogate)", seconds="explorer s")
@@ -523,62 +546,66 @@ def simulate_llvm(a: argparse.Namespace) -> int:
     return 0
 
 
-def _sim_summary(rows: list[dict], a: argparse.Namespace, loo: float, cpu: str, date: str):
-    """Mean best with 95 % CI per explorer (at ``--trials`` and at the end), and the paired
+def _paired_summary(
+    rows: list[dict],
+    trials: int,
+    rand_trials: int,
+    at_col: str = "best_gflops_at_trials",
+    final_col: str = "best_gflops_final",
+    **stamp: str,
+) -> list[dict]:
+    """Per op: mean best with 95 % CI per explorer (at ``trials`` and at the end), and the paired
     differences of CGA against every other explorer over the same seeds (CGA - CGA-1,
-    CGA@trials - RAND@rand-trials, ...)."""
+    CGA@trials - RAND@rand_trials, ...); ``stamp`` columns (CPU, date) end every row."""
     out = []
-    by = {(r["explorer"], r["seed"]): r for r in rows}
-    explorers = list(dict.fromkeys(r["explorer"] for r in rows))
-    print(f"\nmean best GFLOP/s over {a.seeds} seeds, 95 % CI (surrogate LOO Spearman {loo:.3f})")
-    for e in explorers:
-        final_trials = max(r["trials"] for r in rows if r["explorer"] == e)
-        for col in ("best_gflops_at_trials", "best_gflops_final"):
-            vals = [float(r[col]) for r in rows if r["explorer"] == e]
-            m, lo, hi = _ci(vals)
-            n_trials = a.trials if col.endswith("at_trials") else final_trials
-            if col.endswith("final") and final_trials == a.trials:
-                continue  # the same budget: already reported
+    for op in dict.fromkeys(r["op"] for r in rows):
+        ops_rows = [r for r in rows if r["op"] == op]
+        by = {(r["explorer"], r["seed"]): r for r in ops_rows}
+        explorers = list(dict.fromkeys(r["explorer"] for r in ops_rows))
+        print(f"\n{op}: mean best over seeds, 95 % CI")
+        for e in explorers:
+            final_trials = max(int(r["trials"]) for r in ops_rows if r["explorer"] == e)
+            for col in (at_col, final_col):
+                vals = [float(r[col] or 0) for r in ops_rows if r["explorer"] == e]
+                m, lo, hi = _ci(vals)
+                n_trials = trials if col == at_col else final_trials
+                if col == final_col and final_trials == trials:
+                    continue  # the same budget: already reported
+                out.append(
+                    dict(
+                        op=op,
+                        what=f"{e}@{n_trials}",
+                        mean=round(m, 3),
+                        ci_lo=round(lo, 3),
+                        ci_hi=round(hi, 3),
+                        seeds=len(vals),
+                        **stamp,
+                    )
+                )
+                print(f"  {e:10s} @{n_trials:4d}: {m:9.3f}  [{lo:9.3f}, {hi:9.3f}]")
+        # CGA against every other explorer over the same seeds at `trials`, and RAND and CRAND
+        # also at `rand_trials` (Heron's CGA@200 - RAND@600; Fig. 12 runs all at one budget)
+        pairs = [(e, at_col) for e in explorers if e != "cga"]
+        pairs += [(e, final_col) for e in explorers if e in LONG_BUDGET and rand_trials != trials]
+        for e, c2 in pairs:
+            seeds = sorted({s for (x, s) in by if x == "cga"} & {s for (x, s) in by if x == e})
+            if len(seeds) < 2:
+                continue
+            diff = [float(by[("cga", s)][at_col] or 0) - float(by[(e, s)][c2] or 0) for s in seeds]
+            m, lo, hi = _ci(diff)
+            what = f"cga@{trials} - {e}@{trials if c2 == at_col else rand_trials}"
             out.append(
                 dict(
-                    what=f"{e}@{n_trials}",
+                    op=op,
+                    what=what,
                     mean=round(m, 3),
                     ci_lo=round(lo, 3),
                     ci_hi=round(hi, 3),
-                    seeds=len(vals),
-                    cpu_model=cpu,
-                    date=date,
+                    seeds=len(seeds),
+                    **stamp,
                 )
             )
-            print(f"  {e:10s} @{n_trials:4d}: {m:7.3f}  [{lo:7.3f}, {hi:7.3f}]")
-    # CGA against every other explorer over the same seeds: at --trials, or at --rand-trials
-    # for RAND and CRAND (Heron's CGA@200 - RAND@600; Fig. 12 runs all at one budget)
-    pairs = [
-        ("cga", "best_gflops_at_trials", e, "best_gflops_final" if e in LONG_BUDGET else
-         "best_gflops_at_trials")
-        for e in explorers
-        if e != "cga"
-    ]  # fmt: skip
-    for e1, c1, e2, c2 in pairs:
-        seeds = sorted({s for (e, s) in by if e == e1} & {s for (e, s) in by if e == e2})
-        if len(seeds) < 2:
-            continue
-        diff = [float(by[(e1, s)][c1]) - float(by[(e2, s)][c2]) for s in seeds]
-        m, lo, hi = _ci(diff)
-        b2 = a.trials if c2.endswith("at_trials") else a.rand_trials
-        what = f"{e1}@{a.trials} - {e2}@{b2}"
-        out.append(
-            dict(
-                what=what,
-                mean=round(m, 3),
-                ci_lo=round(lo, 3),
-                ci_hi=round(hi, 3),
-                seeds=len(seeds),
-                cpu_model=cpu,
-                date=date,
-            )
-        )
-        print(f"  {what}: {m:+.3f}  [{lo:+.3f}, {hi:+.3f}] GFLOP/s (paired over seeds)")
+            print(f"  {what}: {m:+.3f}  [{lo:+.3f}, {hi:+.3f}] (paired over seeds)")
     return out
 
 
