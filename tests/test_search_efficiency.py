@@ -90,3 +90,65 @@ def test_confirm_picks_each_runs_best_seed_by_seed(simulated: dict) -> None:
         assert p["sim_gflops"] == float(row["best_gflops_at_trials"])
     with pytest.raises(SystemExit, match="no run of opevo"):
         read_picks(simulated["runs"], ("opevo",))
+
+
+def test_measured_summary_names_each_ops_machine_and_pairs_remeasured_bests(
+    tmp_path: Path,
+) -> None:
+    """``--summarize`` rebuilds the summary of measured runs from the committed CSVs: each op's
+    rows are stamped with the machine of that op's own runs (two ops measured on two CPUs stay
+    apart), and CGA is paired with every explorer on the re-measured bests too."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import search_efficiency
+
+    runs, curves = [], []
+    best = {"cga": (10.0, 12.0, 14.0), "rand": (9.0, 9.5, 13.0)}
+    again = {"cga": (9.0, 11.0, 13.0), "rand": (8.0, 10.0, 11.0)}
+    for op, cpu in (("gemm", "CPU A"), ("c2d", "CPU B")):
+        for explorer, budget in (("cga", 200), ("rand", 600)):
+            for seed in range(3):
+                machine = dict(cpu_model=cpu, cpu_signature="family 1", date="2026-11-24")
+                runs.append(
+                    dict(
+                        op=op,
+                        explorer=explorer,
+                        seed=seed,
+                        trials=budget,
+                        best_gops_at_trials=best[explorer][seed] - (explorer == "rand"),
+                        best_gops_final=best[explorer][seed],
+                        remeasured_gops=again[explorer][seed],
+                        explorer_share=0.1,
+                        loop_s=1.0,
+                        stats="{}",
+                        **machine,
+                    )
+                )
+                curves.append(
+                    dict(
+                        op=op,
+                        explorer=explorer,
+                        seed=seed,
+                        trials=budget,
+                        elapsed_s=1.0,
+                        best_gops=best[explorer][seed],
+                        **machine,
+                    )
+                )
+    for name, rows in (("runs", runs), ("curves", curves)):
+        with (tmp_path / f"search_efficiency_{name}.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    assert search_efficiency.run(["--summarize", "--out", str(tmp_path)]) == 0
+    summary = {(r["op"], r["what"]): r for r in _rows(tmp_path / "search_efficiency_summary.csv")}
+    assert {r["cpu_model"] for (op, _), r in summary.items() if op == "gemm"} == {"CPU A"}
+    assert {r["cpu_model"] for (op, _), r in summary.items() if op == "c2d"} == {"CPU B"}
+    # Heron's CGA@200 - RAND@600 on the tuning-time bests: (10-9 + 12-9.5 + 14-13) / 3
+    assert float(summary[("gemm", "cga@200 - rand@600")]["mean"]) == pytest.approx(4.5 / 3, abs=1e-3)
+    # and on the re-measured bests: (9-8 + 11-10 + 13-11) / 3
+    row = summary[("gemm", "cga@200 - rand@600 remeasured")]
+    assert float(row["mean"]) == pytest.approx(4 / 3, abs=1e-3)
+    assert float(row["ci_lo"]) < 4 / 3 < float(row["ci_hi"])
+    assert float(summary[("c2d", "rand@600 remeasured")]["mean"]) == pytest.approx(29 / 3, abs=1e-3)
+    with pytest.raises(SystemExit, match="no search_efficiency_runs.csv"):
+        search_efficiency.run(["--summarize", "--out", str(tmp_path / "empty")])
