@@ -345,20 +345,23 @@ def _plot(curves: list[dict], path: Path, unit: str = "GOP/s", seconds: str = "s
     import matplotlib.pyplot as plt
 
     op_names = list(dict.fromkeys(c["op"] for c in curves))
+    names = list(dict.fromkeys([*EXPLORERS, *(c["explorer"] for c in curves)]))
+    colors = {e: plt.get_cmap("tab10")(i % 10) for i, e in enumerate(names)}
     fig, axes = plt.subplots(len(op_names), 2, figsize=(10, 3.2 * len(op_names)), squeeze=False)
     for row, op in enumerate(op_names):
         for col, (xkey, xlabel) in enumerate((("trials", "trials"), ("elapsed_s", seconds))):
             ax = axes[row][col]
             for explorer in dict.fromkeys(c["explorer"] for c in curves if c["op"] == op):
                 xs, med, lo, hi = _band(curves, op, explorer, xkey)
-                ax.plot(xs, med, label=explorer, lw=1.4)
-                ax.fill_between(xs, lo, hi, alpha=0.15)
+                color = colors[explorer]  # one colour per explorer in every panel
+                ax.plot(xs, med, label=explorer, lw=1.4, color=color)
+                ax.fill_between(xs, lo, hi, alpha=0.15, color=color)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(f"best {unit}")
             cpus = "; ".join(dict.fromkeys(c.get("cpu_model", "") for c in curves if c["op"] == op))
             ax.set_title(f"{op} ({cpus})" if cpus else op, fontsize=9)
             ax.grid(alpha=0.3)
-            if row == 0 and col == 0:
+            if col == 0:
                 ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=72)
