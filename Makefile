@@ -33,7 +33,7 @@ bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/randsat_throughput.py --seconds 5
 
 # heronlike vs MetaSchedule vs PyTorch vs numpy on the default subset of Heron's DL Boost cases
-# (about 30 minutes on 2 cores); options: make bench-suite SUITE_ARGS="--cases G1 --trials 32"
+# (12-30 minutes on 2 cores); options: make bench-suite SUITE_ARGS="--cases G1 --trials 32"
 bench-suite: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/suite.py $(SUITE_ARGS)
 

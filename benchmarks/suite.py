@@ -556,8 +556,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             worker.close()
     print()
     means = print_table(rows)
+    from heronlike.host import cpu_model, cpu_signature
+
     title = (
-        f"heronlike ({args.explorer}), {args.trials} trials, {tgt.cores} cores\ngeomean speedup "
+        f"heronlike ({args.explorer}), {args.trials} trials, {tgt.cores} cores of "
+        f"{cpu_model()} ({cpu_signature()}), {time.strftime('%Y-%m-%d')}\ngeomean speedup "
         f"vs MS {_fmt(means['speedup_vs_ms'])}, vs PyTorch {_fmt(means['speedup_vs_pytorch'])}"
     )
     chart = write_chart(rows, paths["png"], title)
