@@ -274,11 +274,23 @@ def _curve_rows(
 
 
 def _merge(path: Path, rows: list[dict], done: set, fresh: bool) -> list[dict]:
-    """``rows`` after the rows of ``path`` whose (op, explorer) was not re-run now."""
+    """``rows`` after the rows of ``path`` whose (op, explorer) was not re-run now. Old rows of
+    an op re-run now on another CPU (model or family/model/stepping) are dropped, with a
+    message: explorers are compared only on one machine (``--out`` keeps both apart)."""
     if fresh or not path.exists():
         return rows
+    cpu = ("cpu_model", "cpu_signature")
+    here = {r["op"]: tuple(r.get(k, "") for k in cpu) for r in rows}
     with path.open(newline="") as f:
         old = [r for r in csv.DictReader(f) if (r["op"], r["explorer"]) not in done]
+
+    def moved(r: dict) -> bool:  # an op re-run now, this row from another CPU
+        return r["op"] in here and tuple(r.get(k, "") for k in cpu) != here[r["op"]]
+
+    for op in dict.fromkeys(r["op"] for r in old if moved(r)):
+        n = sum(r["op"] == op and moved(r) for r in old)
+        print(f"{path.name}: dropping {n} rows of {op} measured on another CPU than this run's")
+    old = [r for r in old if not moved(r)]
     for r in old:
         for key in ("seed", "trials"):
             r[key] = int(r[key])

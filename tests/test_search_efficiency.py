@@ -144,7 +144,9 @@ def test_measured_summary_names_each_ops_machine_and_pairs_remeasured_bests(
     assert {r["cpu_model"] for (op, _), r in summary.items() if op == "gemm"} == {"CPU A"}
     assert {r["cpu_model"] for (op, _), r in summary.items() if op == "c2d"} == {"CPU B"}
     # Heron's CGA@200 - RAND@600 on the tuning-time bests: (10-9 + 12-9.5 + 14-13) / 3
-    assert float(summary[("gemm", "cga@200 - rand@600")]["mean"]) == pytest.approx(4.5 / 3, abs=1e-3)
+    assert float(summary[("gemm", "cga@200 - rand@600")]["mean"]) == pytest.approx(
+        4.5 / 3, abs=1e-3
+    )
     # and on the re-measured bests: (9-8 + 11-10 + 13-11) / 3
     row = summary[("gemm", "cga@200 - rand@600 remeasured")]
     assert float(row["mean"]) == pytest.approx(4 / 3, abs=1e-3)
@@ -152,3 +154,31 @@ def test_measured_summary_names_each_ops_machine_and_pairs_remeasured_bests(
     assert float(summary[("c2d", "rand@600 remeasured")]["mean"]) == pytest.approx(29 / 3, abs=1e-3)
     with pytest.raises(SystemExit, match="no search_efficiency_runs.csv"):
         search_efficiency.run(["--summarize", "--out", str(tmp_path / "empty")])
+
+
+def test_rows_of_an_op_rerun_on_another_cpu_are_not_merged(tmp_path: Path) -> None:
+    """Re-running one explorer keeps the other explorers' rows of that op only when they were
+    measured on the same CPU: CGA is never paired with a run from another machine."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import search_efficiency
+
+    def row(op: str, explorer: str, cpu: str) -> dict:
+        return dict(op=op, explorer=explorer, seed=0, trials=8, cpu_model=cpu, cpu_signature="")
+
+    path = tmp_path / "search_efficiency_runs.csv"
+    old = [row("gemm", "cga", "A"), row("gemm", "sa", "A"), row("c2d", "sa", "A")]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(old[0]))
+        w.writeheader()
+        w.writerows(old)
+    merged = search_efficiency._merge(path, [row("gemm", "cga", "B")], {("gemm", "cga")}, False)
+    assert [(r["op"], r["explorer"], r["cpu_model"]) for r in merged] == [
+        ("c2d", "sa", "A"),
+        ("gemm", "cga", "B"),
+    ]
+    same = search_efficiency._merge(path, [row("gemm", "cga", "A")], {("gemm", "cga")}, False)
+    assert [(r["op"], r["explorer"]) for r in same] == [
+        ("gemm", "sa"),
+        ("c2d", "sa"),
+        ("gemm", "cga"),
+    ]
