@@ -163,12 +163,10 @@ def run(argv: list[str] | None = None) -> int:
     a.explorers = a.explorers or ",".join(EXPLORERS)
     a.out.mkdir(parents=True, exist_ok=True)
     a.work.mkdir(parents=True, exist_ok=True)
-    from heronlike.host import cpu_model, cpu_signature
+    from heronlike.host import machine_stamp
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    machine = dict(
-        cpu_model=cpu_model(), cpu_signature=cpu_signature(), date=time.strftime("%Y-%m-%d")
-    )
+    machine = machine_stamp()
     curves: list[dict] = []
     runs: list[dict] = []
     for op in a.ops.split(","):

@@ -374,13 +374,9 @@ def geomean(values: Sequence[float | None]) -> float | None:
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     """One row per case, :data:`COLUMNS` in order (empty cell = not measured); every row names
     the machine (CPU model and family/model/stepping, threads) and the date."""
-    from heronlike.host import cpu_model, cpu_signature
+    from heronlike.host import machine_stamp
 
-    machine = dict(
-        cpu_model=cpu_model(),
-        cpu_signature=cpu_signature(),
-        date=time.strftime("%Y-%m-%d"),
-    )
+    machine = machine_stamp()
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
         writer.writeheader()

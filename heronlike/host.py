@@ -7,9 +7,10 @@ benchmarks, which name the CPU in every result they write.
 from __future__ import annotations
 
 import platform
+import time
 from pathlib import Path
 
-__all__ = ["cpu_flags", "cpu_model", "cpu_signature"]
+__all__ = ["cpu_flags", "cpu_model", "cpu_signature", "machine_stamp"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -38,6 +39,14 @@ def cpu_signature() -> str:
     such as ``"AMD EPYC"``; ``""`` where they cannot be read."""
     parts = [(k, _field(k)) for k in ("cpu family", "model\t", "stepping")]
     return " ".join(f"{k.split()[-1]} {v}" for k, v in parts if v)
+
+
+def machine_stamp() -> dict[str, str]:
+    """The columns that name the machine and day of a committed result row: ``cpu_model``,
+    ``cpu_signature`` (see :func:`cpu_signature`) and ``date`` (``YYYY-MM-DD``, local time)."""
+    return dict(
+        cpu_model=cpu_model(), cpu_signature=cpu_signature(), date=time.strftime("%Y-%m-%d")
+    )
 
 
 def cpu_flags() -> set[str]:
