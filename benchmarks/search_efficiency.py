@@ -229,13 +229,8 @@ def _report(a: argparse.Namespace, runs: list[dict], curves: list[dict]) -> int:
     """Print the medians, write ``search_efficiency_summary.csv`` (per op, named after the
     machine of that op's rows) and the plot, from measured ``runs`` and ``curves`` rows."""
     _summary(runs, a.trials, a.rand_trials)
-    summary = []
-    for op in dict.fromkeys(r["op"] for r in runs):
-        op_runs = [r for r in runs if r["op"] == op]
-        at, final = "best_gops_at_trials", "best_gops_final"
-        summary += _paired_summary(
-            op_runs, a.trials, a.rand_trials, at, final, "remeasured_gops", **_machine(op_runs)
-        )
+    at, final = "best_gops_at_trials", "best_gops_final"
+    summary = _paired_summary(runs, a.trials, a.rand_trials, at, final, "remeasured_gops")
     _write_csv(a.out / "search_efficiency_summary.csv", summary)
     try:
         _plot(curves, a.out / "search_efficiency.png")
@@ -245,9 +240,8 @@ def _report(a: argparse.Namespace, runs: list[dict], curves: list[dict]) -> int:
 
 
 def _machine(rows: list[dict]) -> dict[str, str]:
-    """The machine columns (:data:`MACHINE_COLUMNS`) shared by ``rows`` (one op's runs, which
-    may come from an earlier run on another machine than this one); distinct values are joined
-    with ``"; "`` so that a summary over rows of two machines says so."""
+    """The machine columns (:data:`MACHINE_COLUMNS`) of ``rows`` (one op's runs, which may come
+    from an earlier run than this one); distinct values (dates) are joined with ``"; "``."""
     return {k: "; ".join(dict.fromkeys(str(r.get(k, "")) for r in rows)) for k in MACHINE_COLUMNS}
 
 
@@ -277,7 +271,7 @@ def _merge(path: Path, rows: list[dict], done: set, fresh: bool) -> list[dict]:
     message: explorers are compared only on one machine (``--out`` keeps both apart)."""
     if fresh or not path.exists():
         return rows
-    cpu = ("cpu_model", "cpu_signature")
+    cpu = MACHINE_COLUMNS[:2]  # the CPU's model and signature, not the date
     here = {r["op"]: tuple(r.get(k, "") for k in cpu) for r in rows}
     with path.open(newline="") as f:
         old = [r for r in csv.DictReader(f) if (r["op"], r["explorer"]) not in done]
@@ -593,7 +587,8 @@ def _paired_summary(
 ) -> list[dict]:
     """Per op: mean best with 95 % CI per explorer (at ``trials`` and at the end), and the paired
     differences of CGA against every other explorer over the same seeds (CGA - CGA-1,
-    CGA@trials - RAND@rand_trials, ...); ``stamp`` columns (CPU, date) end every row.
+    CGA@trials - RAND@rand_trials, ...); ``stamp`` columns (CPU, date) end every row, or where
+    none are given, the machine columns of that op's own rows (:func:`_machine`).
 
     ``remeasured_col`` (measured runs): the column of each run's final best re-timed after the
     tune (more repeats, one process), summarised and paired the same way under ``what`` names
@@ -601,7 +596,9 @@ def _paired_summary(
     comparison that holds on hardware."""
     out = []
 
-    def add(op: str, what: str, vals: list[float], seeds: int, paired: bool = False) -> None:
+    def add(
+        op: str, machine: dict, what: str, vals: list, seeds: int, paired: bool = False
+    ) -> None:
         m, lo, hi = _ci(vals)
         out.append(
             dict(
@@ -611,7 +608,7 @@ def _paired_summary(
                 ci_lo=round(lo, 3),
                 ci_hi=round(hi, 3),
                 seeds=seeds,
-                **stamp,
+                **machine,
             )
         )
         sign = "+" if paired else ""
@@ -621,6 +618,7 @@ def _paired_summary(
         ops_rows = [r for r in rows if r["op"] == op]
         by = {(r["explorer"], r["seed"]): r for r in ops_rows}
         explorers = list(dict.fromkeys(r["explorer"] for r in ops_rows))
+        machine = stamp or _machine(ops_rows)
         final = {
             e: max(int(r["trials"]) for r in ops_rows if r["explorer"] == e) for e in explorers
         }
@@ -634,7 +632,7 @@ def _paired_summary(
                 if col == final_col and final[e] == trials:
                     continue  # the same budget: already reported
                 vals = [float(r[col] or 0) for r in ops_rows if r["explorer"] == e]
-                add(op, f"{e}@{final[e] if at_end else trials}{suffix}", vals, len(vals))
+                add(op, machine, f"{e}@{final[e] if at_end else trials}{suffix}", vals, len(vals))
         # CGA against every other explorer over the same seeds at `trials`, and RAND and CRAND
         # also at `rand_trials` (Heron's CGA@200 - RAND@600; Fig. 12 runs all at one budget)
         pairs = [(e, at_col, at_col, trials, "") for e in explorers if e != "cga"]
@@ -654,7 +652,8 @@ def _paired_summary(
             if len(seeds) < 2:
                 continue
             diff = [float(by[("cga", s)][c1] or 0) - float(by[(e, s)][c2] or 0) for s in seeds]
-            add(op, f"cga@{trials} - {e}@{budget}{suffix}", diff, len(seeds), paired=True)
+            what = f"cga@{trials} - {e}@{budget}{suffix}"
+            add(op, machine, what, diff, len(seeds), paired=True)
     return out
 
 
