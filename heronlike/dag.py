@@ -19,7 +19,7 @@ import networkx as nx
 import tvm
 from tvm import s_tir, te, tirx
 
-from .errors import InvalidComputeError, UnsupportedComputeError
+from .errors import InvalidComputeError, SymbolicShapeError, UnsupportedComputeError
 
 AxisKind = Literal["S", "R"]
 
@@ -197,7 +197,8 @@ class ComputeDAG:
         if isinstance(compute, tvm.IRModule):
             compute = compute["main"]
         if isinstance(compute, tirx.PrimFunc):
-            func = compute
+            func = _public(compute)
+            _check_static(func)
             written = set()
             sch = s_tir.Schedule(func)
             root = sch.get_sblock("root")
@@ -215,7 +216,11 @@ class ComputeDAG:
                 raise InvalidComputeError(f"compute element {t!r} is not a te.Tensor")
             for d in t.shape:
                 if not isinstance(d, tirx.IntImm | int):
-                    raise InvalidComputeError(f"tensor {t.name} has a symbolic extent {d}")
+                    raise SymbolicShapeError(
+                        f"tensor {t.name} has a symbolic extent {d}: heronlike tunes concrete "
+                        "shapes only",
+                        dimension=str(d),
+                    )
                 if int(d) <= 0:
                     raise InvalidComputeError(
                         f"tensor {t.name} has a non-positive extent: {[int(x) for x in t.shape]}"
@@ -253,7 +258,21 @@ class ComputeDAG:
 
     @property
     def workload_key(self) -> str:
-        """A 16-hex-digit digest of the compute's TVMScript: same compute, same key."""
+        """16 hex digits of the compute's structural hash (``tvm_ffi.structural_hash`` of the
+        PrimFunc without its attributes): the same compute gives the same key however its
+        parameters and buffers are named (a model imported with bound constants or with
+        parameters, a ``te`` compute built twice). Stable across processes for one TVM
+        version (the records also store that version)."""
+        import tvm_ffi
+
+        f = self.func
+        bare = tirx.PrimFunc(f.params, f.body, f.ret_type)
+        return f"{tvm_ffi.structural_hash(bare) & (2**64 - 1):016x}"
+
+    @property
+    def legacy_workload_key(self) -> str:
+        """The key records files written before structural keys used: 16 hex digits of the
+        SHA-256 of the TVMScript text (:meth:`heronlike.records.Records.adopt` renames it)."""
         return hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -281,6 +300,33 @@ class ComputeDAG:
         if total == 0:  # only data movement (a transpose, a copy): one per output element
             total = float(sum(_size(p.shape) for p in self.params if p.name in self.outputs))
         return total
+
+
+def _public(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with ``global_symbol = "main"`` when it has none: the private PrimFuncs of a
+    Relax module (FuseTIR's ``fused_conv2d_add_relu`` ...) cannot be compiled on their own."""
+    attrs = func.attrs
+    if attrs is None or "global_symbol" not in attrs:
+        func = func.with_attr("global_symbol", "main")
+    return func
+
+
+def _check_static(func: tirx.PrimFunc) -> None:
+    """Raise :class:`SymbolicShapeError` naming the first symbolic dimension of a parameter."""
+    for p in func.params:
+        shape = getattr(p, "shape", None)
+        if shape is None:
+            raise InvalidComputeError(
+                f"parameter {p.name} of the PrimFunc is a scalar, not a tensor: heronlike "
+                "tunes functions of tensors only"
+            )
+        for i, d in enumerate(shape):
+            if not isinstance(d, tirx.IntImm | int):
+                raise SymbolicShapeError(
+                    f"dimension {i} of parameter {p.name} is symbolic ({d}): heronlike tunes "
+                    f"concrete shapes only; bind it (e.g. shapes={{{str(d)!r}: 1}})",
+                    dimension=str(d),
+                )
 
 
 def _size(shape: Sequence[int]) -> int:

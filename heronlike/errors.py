@@ -31,6 +31,36 @@ class InvalidComputeError(HeronlikeError, ValueError):
     """The compute itself is malformed: zero or negative extents, no output, wrong types."""
 
 
+class SymbolicShapeError(UnsupportedShapeError, InvalidComputeError):
+    """The compute has a symbolic extent (a dynamic batch, a sequence length): heronlike tunes
+    concrete shapes only. Attribute ``dimension`` names the symbolic variable; models bind it
+    with ``shapes={"batch": 1}`` (:mod:`heronlike.model`)."""
+
+    def __init__(self, message: str, *, dimension: str = "") -> None:
+        super().__init__(message)
+        self.dimension = dimension
+
+
+class ModelImportError(HeronlikeError, ValueError):
+    """A model cannot be imported: a missing or unreadable file, a frontend that is not
+    installed, or an operator the frontend cannot convert (:class:`UnsupportedOperatorError`).
+    The message names the file or the operator."""
+
+
+class UnsupportedOperatorError(ModelImportError):
+    """The model uses an operator TVM's frontend cannot convert; attribute ``operators`` lists
+    them by name."""
+
+    def __init__(self, message: str, *, operators: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.operators = tuple(operators)
+
+
+class ModelInputError(HeronlikeError, ValueError):
+    """A compiled model was called with the wrong number of inputs, or an input of the wrong
+    shape or dtype; the message names the input, what it must be and what it got."""
+
+
 class NoTensorizableStageError(HeronlikeError, ValueError):
     """The target requires its intrinsic but no stage of the compute matches it."""
 

@@ -383,6 +383,28 @@ class Records:
     # -- writing --------------------------------------------------------------------------------
 
     @_guarded
+    def adopt(self, workload_key: str, legacy_key: str) -> int:
+        """Rename the trials, runs and workload rows of ``legacy_key`` to ``workload_key`` when
+        the file has none of ``workload_key`` yet: records written before workload keys were
+        structural hashes (:attr:`heronlike.dag.ComputeDAG.legacy_workload_key`) are found
+        again. Returns the number of trials renamed (0 when nothing was to do)."""
+        if workload_key == legacy_key:
+            return 0
+        count = self._db.execute
+        if count("SELECT 1 FROM trials WHERE workload_key = ? LIMIT 1", (workload_key,)).fetchone():
+            return 0
+        n = count("SELECT COUNT(*) FROM trials WHERE workload_key = ?", (legacy_key,)).fetchone()[0]
+        if not n:
+            return 0
+        with self._db:
+            for table in ("trials", "runs", "workloads"):
+                self._db.execute(
+                    f"UPDATE OR IGNORE {table} SET workload_key = ? WHERE workload_key = ?",
+                    (workload_key, legacy_key),
+                )
+        return int(n)
+
+    @_guarded
     def register_workload(
         self, workload_key: str, *, description: str, compute_text: str, target_key: str
     ) -> None:

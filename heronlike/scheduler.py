@@ -331,7 +331,9 @@ class TaskScheduler:
         keys: dict[str, str] = {}
         with Records(self.records_path) as db:
             for t in self.tasks:
-                wk = ComputeDAG.from_compute(t.compute).workload_key
+                dag = ComputeDAG.from_compute(t.compute)
+                wk = dag.workload_key
+                db.adopt(wk, dag.legacy_workload_key)
                 if wk in keys:
                     raise InvalidArgumentError(
                         f"tasks {keys[wk]!r} and {t.name!r} are the same workload ({wk}); "
@@ -529,6 +531,12 @@ class TaskScheduler:
 
             return runner_from_spec(self.runner, timeout_s=ev.run_timeout_s, **timing)
         return _SharedRunner(self.runner)  # the caller's object: the caller closes it
+
+    def request_stop(self) -> None:
+        """Start no new round (rounds in flight finish and are recorded); :meth:`run` returns
+        once they have. Safe to call from the ``progress`` callback or another thread."""
+        with self._lock:
+            self._stop = True
 
     def run(self) -> ScheduleResult:
         """Run rounds until the budget is spent (or every task is finished).

@@ -296,6 +296,7 @@ class TuningSession:
             records if isinstance(records, Records) else Records(records or default_records)
         )
         self.workload_key, self.target_key = wk, tk = space.workload_key, tgt.key
+        db.adopt(wk, space.legacy_workload_key)
         self.flop = space.logical.flop()
         db.register_workload(
             wk, description=space.logical.describe(), compute_text=space.logical.text, target_key=tk
@@ -327,6 +328,7 @@ class TuningSession:
         self.measurer: Measurer
         if simulate is not None:
             source = simulate if isinstance(simulate, Records) else Records(simulate)
+            source.adopt(wk, space.legacy_workload_key)
             self.measurer = ReplayMeasurer(source, wk, tk, self.sampler.key)
         else:
             work = Path(work_dir) if work_dir else db.path.parent / wk

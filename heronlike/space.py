@@ -59,6 +59,10 @@ class Space:
     def workload_key(self) -> str:
         return self.logical.workload_key
 
+    @property
+    def legacy_workload_key(self) -> str:
+        return self.logical.legacy_workload_key
+
     def misfits(self, assignment: Mapping[str, int]) -> list[str]:
         """Why ``assignment`` (e.g. a stored record's) is not a valid point of this space, as
         text: variables it lacks or has beyond the CSP's, and every range or constraint it
@@ -92,21 +96,20 @@ class Space:
         intrinsic tile does not divide is first zero-padded to the tile multiples, as part of
         the same one-time pre-packing (the kernel's parameter has the padded shape; see
         :mod:`heronlike.rules.pad`)."""
-        out = []
-        kernel_params = self.template.func.params
-        for param, arr, kparam in zip(self.logical.params, arrays, kernel_params, strict=True):
-            shape = tuple(int(d) for d in kparam.shape)
-            if (
-                arr.shape != shape
-                and arr.size == int(np.prod(shape))
-                and len(arr.shape) != len(shape)
-            ):
-                arr = np.ascontiguousarray(arr).reshape(shape)  # a normalized (reshaped) view
-            if arr.shape != shape and layout_may_pad(arr.shape, shape):
-                arr = np.pad(arr, [(0, k - d) for d, k in zip(arr.shape, shape)])
-            layout = self.packed.get(param.name)
-            out.append(layout.pack(arr) if layout is not None else arr)
-        return out
+        if len(arrays) != len(self.logical.params):
+            raise ValueError(f"expected {len(self.logical.params)} arrays, got {len(arrays)}")
+        return [self.prepare_arg(i, arr) for i, arr in enumerate(arrays)]
+
+    def prepare_arg(self, index: int, arr: np.ndarray) -> np.ndarray:
+        """:meth:`prepare_args` for parameter ``index`` alone (a model's constant weight)."""
+        param = self.logical.params[index]
+        shape = tuple(int(d) for d in self.template.func.params[index].shape)
+        if arr.shape != shape and arr.size == int(np.prod(shape)) and len(arr.shape) != len(shape):
+            arr = np.ascontiguousarray(arr).reshape(shape)  # a normalized (reshaped) view
+        if arr.shape != shape and layout_may_pad(arr.shape, shape):
+            arr = np.pad(arr, [(0, k - d) for d, k in zip(arr.shape, shape)])
+        layout = self.packed.get(param.name)
+        return layout.pack(arr) if layout is not None else arr
 
     def describe(self) -> str:
         """The compute's stages, the template and the CSP, as text."""

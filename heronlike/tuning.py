@@ -174,6 +174,7 @@ def apply_best(
     space = generate_space(compute, target)
     db = records if isinstance(records, Records) else Records(records)
     try:
+        db.adopt(space.workload_key, space.legacy_workload_key)
         best = db.best(
             space.workload_key, space.target.key, where=lambda r: not space.misfits(r.assignment)
         )

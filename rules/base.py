@@ -77,11 +77,20 @@ class RuleContext:
         self.states = {s.name: StageState(s) for s in dag.stages}
         #: layouts of function parameters that the kernel expects pre-packed (name -> layout)
         self.packed: dict[str, PackedLayout] = {}
+        #: parameters the kernel may take re-laid out (pre-packed once by the caller): the
+        #: PrimFunc attribute ``layout_free_buffers`` (parameter indices, as TVM's
+        #: ``relax.transform.AttachAttrLayoutFreeBuffers`` sets it for a model's constant
+        #: weights); every parameter when the attribute is absent (a compute given alone)
+        self.layout_free = _layout_free(dag.func)
         self.matches: dict[str, IntrinsicMatch] = {m.stage.name: m for m in target.match(dag)}
         #: the extent of every loop bound to a thread axis, by axis (``"threadIdx.y"`` ->
         #: extents, one per stage that binds it); read by thread-limit constraint rules
         self.threads: dict[str, list[Operand]] = {}
         self._rule = ""
+
+    def may_pack(self, buffer: str) -> bool:
+        """Whether a rule may give parameter ``buffer`` a packed layout (:attr:`layout_free`)."""
+        return self.layout_free is None or buffer in self.layout_free
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def step(self, op: str, *args: Any, outs: Sequence[str] = ()) -> tuple[Sym, ...]:
@@ -295,6 +304,13 @@ class ConstraintRule(ABC):
     @abstractmethod
     def constrain(self, ctx: RuleContext) -> None:
         """Add variables and constraints to ``ctx.csp``."""
+
+
+def _layout_free(func: Any) -> set[str] | None:
+    attrs = func.attrs
+    if attrs is None or "layout_free_buffers" not in attrs:
+        return None
+    return {func.params[int(i)].name for i in attrs["layout_free_buffers"]}
 
 
 def generate(

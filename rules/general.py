@@ -155,6 +155,8 @@ class PackVectorOperand(Rule):
         params = {p.name for p in ctx.dag.params}
         if weight.buffer not in params or weight.buffer in ctx.packed:
             return None
+        if not ctx.may_pack(weight.buffer):
+            return None
         axis = vec[0].axis
         if axis not in weight.axes:
             return None

@@ -97,9 +97,13 @@ def _warn_other_versions(db: Records, spaces: Sequence[Any], versions: Mapping[s
         )
 
 
-def _best(db: Records, space: Any, versions: Mapping[str, str]) -> TrialRecord | None:
-    """The best ok trial of today's version that fits today's space (apply-best)."""
+def best_usable_trial(db: Records, space: Any, versions: Mapping[str, str]) -> TrialRecord | None:
+    """The best ok trial of ``space``'s workload and target in ``db`` that was recorded by
+    ``versions`` (:func:`heronlike.records.current_versions`) and fits today's space
+    (:meth:`~heronlike.space.Space.misfits`); None when there is none. Records of the legacy
+    text key are adopted first (:meth:`~heronlike.records.Records.adopt`)."""
     wk, tk = space.workload_key, space.target.key
+    db.adopt(wk, space.legacy_workload_key)
     by_index = db.versions_of(wk, tk)
 
     def usable(r: TrialRecord) -> bool:
@@ -413,7 +417,7 @@ def build(
         if schedule is None:  # (the scheduler warns when it runs)
             _warn_other_versions(db, spaces, versions)
         for w, space in zip(workloads, spaces, strict=True):
-            best = _best(db, space, versions)
+            best = best_usable_trial(db, space, versions)
             if best is None:
                 missing.append(w.label)
             else:
