@@ -1,4 +1,4 @@
-"""Command line: ``heronlike tune | csp | best | import-results | library``.
+"""Command line: ``heronlike tune | csp | best | import-results | library | model``.
 
 Examples::
 
@@ -9,6 +9,9 @@ Examples::
     heronlike import-results BUNDLE_DIR          # add a GPU-measured bundle to the records
     heronlike library build resnet50 --batch 1 --target llvm --trials 400 --out lib/
     heronlike library merge a.sqlite b.sqlite -o all.sqlite
+    heronlike model tune resnet.onnx --target llvm --trials 400 --records r.sqlite
+    heronlike model build resnet.onnx --records r.sqlite -o resnet.so
+    heronlike model run resnet.so
 """
 
 from __future__ import annotations
@@ -545,6 +548,151 @@ def library_show(path: Path) -> None:
             f"{lat * 1e3:.4f}" if lat else "-",
         )
     console.print(table)
+
+
+@main.group()
+def model() -> None:
+    """Whole models: MODEL is an .onnx file or MODULE:FUNCTION returning (torch module, example
+    inputs)."""
+
+
+def _shapes_option(values: tuple[str, ...]) -> dict[str, int] | None:
+    out = {}
+    for v in values:
+        name, sep, value = v.partition("=")
+        if not sep or not value.isdigit():
+            raise click.BadParameter(f"{v!r} is not NAME=INTEGER", param_hint="--shape")
+        out[name] = int(value)
+    return out or None
+
+
+_model_target = click.option(
+    "--target",
+    default="llvm",
+    show_default=True,
+    help='heronlike target ("llvm": any CPU; "dlboost": int8 on VNNI)',
+)
+_model_shapes = click.option(
+    "--shape", "shapes", multiple=True, help="bind a symbolic dimension: --shape batch=1"
+)
+
+
+@model.command("tasks")
+@click.argument("model_spec", metavar="MODEL")
+@_model_target
+@_model_shapes
+def model_tasks(model_spec: str, target: str, shapes: tuple[str, ...]) -> None:
+    """List MODEL's tasks (distinct fused functions) with weights and FLOP."""
+    from .model import extract_tasks
+    from .model.importers import load_model_spec
+
+    tasks = extract_tasks(load_model_spec(model_spec), target, shapes=_shapes_option(shapes))
+    table = Table(title=escape(f"{model_spec}: {len(tasks)} tasks on {target}"))
+    for col in ("task", "x", "MFLOP", "tunable"):
+        table.add_column(col, overflow="fold")
+    for t in tasks:
+        table.add_row(
+            escape(t.name), str(t.weight), f"{t.flop / 1e6:.2f}", escape(t.reason or "yes")
+        )
+    console.print(table)
+
+
+@model.command("tune")
+@click.argument("model_spec", metavar="MODEL")
+@_model_target
+@click.option("--trials", type=int, required=True, help="total trial budget over all tasks")
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=Path("heronlike_runs") / "records.sqlite",
+    show_default=True,
+)
+@click.option("--explorer", default="cga", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--batch-size", default=8, show_default=True, help="candidates per round")
+@click.option("--time-budget", type=float, default=None, help="seconds; no round starts after")
+@_model_shapes
+def model_tune(
+    model_spec: str,
+    target: str,
+    trials: int,
+    records: Path,
+    explorer: str,
+    seed: int,
+    batch_size: int,
+    time_budget: float | None,
+    shapes: tuple[str, ...],
+) -> None:
+    """Tune MODEL's tasks within --trials in total (resuming from --records)."""
+    from .model import tune_model
+    from .model.importers import load_model_spec
+
+    result = tune_model(
+        load_model_spec(model_spec),
+        target,
+        trials=trials,
+        records=records,
+        explorer=explorer,
+        seed=seed,
+        batch_size=batch_size,
+        time_budget_s=time_budget,
+        shapes=_shapes_option(shapes),
+    )
+    console.print(escape(result.summary()))
+
+
+@model.command("build")
+@click.argument("model_spec", metavar="MODEL")
+@_model_target
+@click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=Path("heronlike_runs") / "records.sqlite",
+    show_default=True,
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="shared library to write (a manifest OUTPUT.json is written beside it)",
+)
+@_model_shapes
+def model_build(
+    model_spec: str, target: str, records: Path, output: Path, shapes: tuple[str, ...]
+) -> None:
+    """Compile MODEL with the best recorded kernels and export it to --output."""
+    from .model import compile_model
+    from .model.importers import load_model_spec
+
+    compiled = compile_model(
+        load_model_spec(model_spec), target, records, shapes=_shapes_option(shapes)
+    )
+    compiled.export_library(output)
+    console.print(escape(compiled.summary()))
+    console.print(f"wrote {escape(str(output))} and {escape(str(output))}.json")
+
+
+@model.command("run")
+@click.argument("library", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--repeat", default=30, show_default=True, help="timed runs (median reported)")
+@click.option("--seed", default=0, show_default=True, help="seed of the random inputs")
+def model_run(library: Path, repeat: int, seed: int) -> None:
+    """Load a compiled model, run it on random inputs and print its outputs' shapes and its
+    median latency."""
+    from .model import load
+
+    compiled = load(library)
+    inputs = compiled.random_inputs(seed)
+    outputs = compiled(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    for i, out in enumerate(outputs):
+        console.print(
+            f"output {i}: {out.dtype}{list(out.shape)}  mean {float(np.mean(out)):.6g}  "
+            f"finite {bool(np.isfinite(out).all())}"
+        )
+    latency = compiled.benchmark(*inputs, repeat=repeat)
+    console.print(f"median latency: {latency * 1e3:.3f} ms over {repeat} runs")
 
 
 def run() -> None:

@@ -199,9 +199,13 @@ class ComputeDAG:
         if isinstance(compute, tirx.PrimFunc):
             func = _public(compute)
             _check_static(func)
-            written = set()
             sch = s_tir.Schedule(func)
             root = sch.get_sblock("root")
+            if _duplicate_buffer_names(func, sch.get(root)):
+                func = _renamed(func)
+                sch = s_tir.Schedule(func)
+                root = sch.get_sblock("root")
+            written = set()
             for rv in sch.get_child_blocks(root):
                 written.add(sch.get(rv).body.buffer.name)
             outputs = [p.name for p in func.params if p.name in written]
@@ -309,6 +313,30 @@ def _public(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if attrs is None or "global_symbol" not in attrs:
         func = func.with_attr("global_symbol", "main")
     return func
+
+
+def _duplicate_buffer_names(func: tirx.PrimFunc, root: Any) -> bool:
+    """Whether two buffers share a name (Relax's FuseTIR keeps the names of the fused
+    functions' buffers, e.g. two ``T_multiply``): stages are identified by buffer name here."""
+    names = [p.name for p in func.params] + [b.name for b in root.alloc_buffers]
+    return len(set(names)) != len(names)
+
+
+def _renamed(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with unique buffer names: TVMScript's printer renames duplicates
+    (``T_multiply``, ``T_multiply_1``) and the parser keeps the printed names; the result is
+    structurally equal to ``func``."""
+    import tvm.script
+
+    try:
+        out = tvm.script.from_source(func.script())
+    except Exception as exc:  # noqa: BLE001 - the parser raises many kinds
+        raise UnsupportedComputeError(
+            f"the PrimFunc has buffers of the same name and could not be renamed ({_short(exc)})"
+        ) from None
+    if isinstance(out, tvm.IRModule):
+        out = out["main"]
+    return out
 
 
 def _check_static(func: tirx.PrimFunc) -> None:

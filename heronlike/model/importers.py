@@ -16,9 +16,14 @@ from typing import Any
 import tvm
 from tvm import relax
 
-from ..errors import InvalidArgumentError, ModelImportError, UnsupportedOperatorError
+from ..errors import (
+    InvalidArgumentError,
+    ModelImportError,
+    SymbolicShapeError,
+    UnsupportedOperatorError,
+)
 
-__all__ = ["as_relax", "bind_shapes", "from_onnx", "from_torch"]
+__all__ = ["as_relax", "bind_shapes", "from_onnx", "from_torch", "load_model_spec", "symbolic_dims"]
 
 
 def from_torch(
@@ -61,13 +66,43 @@ def from_torch(
     except Exception as exc:  # noqa: BLE001 - torch.export raises many kinds
         raise ModelImportError(f"torch.export failed: {_first_line(exc)}") from exc
     try:
-        return from_exported_program(program)
+        mod = from_exported_program(program)
     except AssertionError as exc:  # the frontend asserts on ops it has no converter for
         ops = tuple(re.findall(r"'?([\w.]+\.(?:default|Tensor|int|Scalar))'?", str(exc)))
         raise UnsupportedOperatorError(
             f"TVM's PyTorch frontend cannot convert {', '.join(ops) or _first_line(exc)}",
             operators=ops,
         ) from exc
+    names = _dim_names(module, mod, dynamic_shapes)
+    return mod.with_attr(DIM_NAMES_ATTR, names) if names else mod
+
+
+#: IRModule attribute: the user's names of symbolic dimensions (``torch.export.Dim("batch")``)
+#: by the name TVM's import gave them (torch's symbols, ``s77``)
+DIM_NAMES_ATTR = "heronlike.dim_names"
+
+
+def _dim_names(module: Any, mod: tvm.IRModule, dynamic_shapes: Any) -> dict[str, str]:
+    """``{"batch": "s77"}``: each ``torch.export.Dim`` of ``dynamic_shapes`` by the symbol it
+    became in ``main``'s parameter shapes."""
+    if not dynamic_shapes:
+        return {}
+    if isinstance(dynamic_shapes, Mapping):
+        import inspect
+
+        order = list(inspect.signature(module.forward).parameters)
+        specs = [dynamic_shapes.get(name) for name in order]
+    else:
+        specs = list(dynamic_shapes)
+    out: dict[str, str] = {}
+    for param, spec in zip(mod["main"].params, specs):
+        dims = spec.items() if isinstance(spec, Mapping) else enumerate(spec or ())
+        values = param.ty.shape.values
+        for axis, dim in dims:
+            name = getattr(dim, "__name__", None)
+            if name and not isinstance(values[int(axis)], tvm.tirx.IntImm):
+                out[name] = str(values[int(axis)])
+    return out
 
 
 def from_onnx(
@@ -155,7 +190,58 @@ def as_relax(model: Any, *, shapes: Mapping[str, int] | None = None) -> tvm.IRMo
         )
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
         raise ModelImportError("the Relax module has no 'main' function")
-    return bind_shapes(mod, shapes) if shapes else mod
+    mod = bind_shapes(mod, shapes) if shapes else mod
+    check_static(mod)
+    return mod
+
+
+def load_model_spec(spec: str | Path) -> tvm.IRModule:
+    """The Relax module of a model named on a command line: an ``.onnx`` file, or
+    ``MODULE:FUNCTION`` (``MODULE`` a dotted module name or a ``.py`` file) where ``FUNCTION()``
+    returns ``(torch_module, example_args)`` (or a Relax ``IRModule``).
+
+    Raises:
+        ModelImportError: a missing file or module, a function that does not exist or returns
+            something else, and every import error of :func:`from_onnx` / :func:`from_torch`.
+    """
+    import importlib
+    import importlib.util
+
+    text = str(spec)
+    if text.endswith(".onnx"):
+        return from_onnx(text)
+    if ":" not in text:
+        raise ModelImportError(
+            f"{text!r}: a model is an .onnx file or MODULE:FUNCTION returning a PyTorch module "
+            "and its example inputs"
+        )
+    where, _, name = text.rpartition(":")
+    try:
+        if where.endswith(".py"):
+            path = Path(where)
+            if not path.is_file():
+                raise ModelImportError(f"{path}: no such file")
+            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(loader_spec)  # type: ignore[arg-type]
+            loader_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            module = importlib.import_module(where)
+    except ModelImportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the user's module raises
+        raise ModelImportError(f"cannot import {where}: {_first_line(exc)}") from exc
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ModelImportError(f"{where} has no function {name!r}")
+    made = fn()
+    if isinstance(made, tvm.IRModule):
+        return made
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise ModelImportError(
+            f"{text}: must return (torch module, example inputs) or a Relax IRModule, "
+            f"got {type(made).__name__}"
+        )
+    return from_torch(made[0], made[1])
 
 
 def bind_shapes(mod: tvm.IRModule, shapes: Mapping[str, int]) -> tvm.IRModule:
@@ -167,6 +253,8 @@ def bind_shapes(mod: tvm.IRModule, shapes: Mapping[str, int]) -> tvm.IRModule:
             is not a positive integer.
     """
     known = _symbolic_names(mod["main"])
+    alias = _aliases(mod)
+    shapes = {alias.get(name, name): value for name, value in shapes.items()}
     for name, value in shapes.items():
         if name not in known:
             raise InvalidArgumentError(
@@ -179,9 +267,33 @@ def bind_shapes(mod: tvm.IRModule, shapes: Mapping[str, int]) -> tvm.IRModule:
     return relax.transform.CanonicalizeBindings()(bound)
 
 
+def _aliases(mod: tvm.IRModule) -> dict[str, str]:
+    attrs = mod.attrs
+    if attrs is None or DIM_NAMES_ATTR not in attrs:
+        return {}
+    return {str(k): str(v) for k, v in attrs[DIM_NAMES_ATTR].items()}
+
+
+def check_static(mod: tvm.IRModule) -> None:
+    """Raise :class:`SymbolicShapeError` naming the first input of ``main`` with a symbolic
+    dimension (by the user's name for it, e.g. ``batch``, where the importer knows it)."""
+    user = {v: k for k, v in _aliases(mod).items()}
+    for p in mod["main"].params:
+        shape = getattr(p.ty, "shape", None)
+        for axis, d in enumerate(getattr(shape, "values", None) or ()):
+            if not isinstance(d, tvm.tirx.IntImm):
+                name = user.get(str(d), str(d))
+                raise SymbolicShapeError(
+                    f"dimension {axis} of input {p.name} is symbolic ({name}): heronlike tunes "
+                    f"and compiles concrete shapes; pass shapes={{{name!r}: ...}}",
+                    dimension=name,
+                )
+
+
 def symbolic_dims(mod: tvm.IRModule) -> list[str]:
     """Names of the symbolic dimensions of ``main``'s parameters (e.g. ``["batch"]``)."""
-    return sorted(_symbolic_names(mod["main"]))
+    user = {v: k for k, v in _aliases(mod).items()}
+    return sorted(user.get(n, n) for n in _symbolic_names(mod["main"]))
 
 
 def _symbolic_names(func: Any) -> set[str]:
