@@ -44,7 +44,13 @@ def fuse(mod: tvm.IRModule, target: DLATarget) -> tvm.IRModule:
         The fused module: ``main`` calls PrimFuncs through ``R.call_tir``; constants folded;
         reshapes are views.
     """
-    passes: list[Any] = [relax.transform.DecomposeOpsForInference()]
+    passes: list[Any] = [
+        # batch norms of inference into the convolutions' weights and a bias (as ONNX Runtime
+        # and PyTorch's freezing do), before they are decomposed into element-wise stages
+        relax.transform.FoldBatchnormToConv2D(),
+        relax.transform.FoldConstant(),
+        relax.transform.DecomposeOpsForInference(),
+    ]
     if wants_channels_last(target):
         layouts = {
             "relax.nn.conv2d": ["NHWC", "OHWI"],
