@@ -91,8 +91,12 @@ def _error(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 def _peak_rss_mb(code: str, threads: int) -> float:
     """Peak resident memory (MiB) of a fresh Python process running ``code``."""
     env = dict(os.environ, TVM_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    wrapped = (
-        code + "\nimport resource; print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    # VmHWM of /proc, not getrusage's ru_maxrss: a child keeps its forking parent's high-water
+    # mark across execve, and this benchmark's process holds PyTorch and the model
+    wrapped = code + (
+        "\nimport re\n"
+        "status = open('/proc/self/status').read()\n"
+        "print('RSS', re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", wrapped], capture_output=True, text=True, env=env, timeout=600
@@ -229,11 +233,12 @@ def run_untuned(fused: Any, inputs: list[np.ndarray]) -> Callable[[], Any]:
 
 
 def _numpy(value: Any) -> np.ndarray:
+    """The first output of an engine's call as numpy (a VM tuple, a tensor, a list)."""
+    if isinstance(value, np.ndarray):
+        return value
     if hasattr(value, "numpy"):
         return value.numpy()
-    if isinstance(value, list | tuple) or hasattr(value, "__len__"):
-        return _numpy(value[0])
-    return np.asarray(value)
+    return _numpy(value[0])
 
 
 def main() -> None:
