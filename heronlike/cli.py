@@ -457,8 +457,9 @@ def library_build(
     check: bool,
 ) -> None:
     """Tune MODEL's workloads within --trials in total (reusing and resuming from the records)
-    and export one shared library with a manifest. MODEL is a JSON operator list or a model
-    module (resnet50, vgg16, bert: benchmarks/models/)."""
+    and export one shared library with a manifest. MODEL is a JSON operator list, a model
+    module (resnet50, vgg16, bert: benchmarks/models/), or a model: an .onnx file or
+    MODULE:FUNCTION returning (torch module, example inputs), whose tasks are the workloads."""
     from .library.builder import build
 
     def report(r) -> None:  # noqa: ANN001

@@ -254,3 +254,22 @@ def test_cli_model_tune_build_run(tmp_path: Path) -> None:
     assert "float32[1, 10]" in out.stdout and "finite True" in out.stdout
     out = run("build", str(tmp_path / "missing.onnx"), "-o", str(lib))
     assert out.returncode == 2 and "ModelImportError" in out.stderr
+
+
+def test_library_from_a_model(tmp_path: Path) -> None:
+    """``library.build`` takes a model as its operator source: its tuned tasks become kernels
+    of the library, checked against TVM's unscheduled build, callable by function name."""
+    from heronlike import library
+
+    net, x = _model("cnn")
+    path = _onnx(net, x, tmp_path / "cnn.onnx")
+    res = library.build(
+        path, "llvm", trials=4, batch_size=4, out_dir=tmp_path / "lib", records=tmp_path / "r.db"
+    )
+    assert res.checked is True and len(res.manifest["kernels"]) == 1
+    assert len(res.missing) == len(hm.extract_tasks(path, "llvm")) - 1  # only one was tuned
+    lib = library.load(tmp_path / "lib")
+    (kernel,) = lib.kernels
+    assert kernel.op.startswith("fused_conv2d") and kernel.entry["checked"] is True
+    xs = [np.random.default_rng(0).uniform(-1, 1, p.shape).astype(p.dtype) for p in kernel.inputs]
+    assert lib.call(kernel.op, *xs).shape == kernel.outputs[0].shape

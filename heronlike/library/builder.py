@@ -346,6 +346,8 @@ def build(
             means ``benchmarks.models.resnet50``), or a list of :class:`Workload` / dicts
             (``op``, ``shape``, ``dtype``, ``occurrences``); see
             :mod:`heronlike.library.workloads`. Duplicates are merged (occurrences summed).
+            Or a model itself (a Relax ``IRModule``, an ``.onnx`` file, ``MODULE:FUNCTION``):
+            its tasks are the workloads (:func:`heronlike.model.library.build_library`).
         target: target name, string, dict or object; e.g. ``"dlboost"`` (VNNI) or ``"llvm"``
             (``"dlboost -general"``: any compute, general rule set).
         trials: total trial budget over all workloads, counting the trials already in
@@ -380,6 +382,23 @@ def build(
     t_start = time.perf_counter()
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
         raise InvalidArgumentError(f"trials must be an integer >= 0, got {trials!r}")
+    from ..model.library import build_library, is_model_source
+
+    if is_model_source(operators):
+        return build_library(
+            operators,
+            target,
+            trials=trials,
+            out_dir=out_dir,
+            records=records,
+            check=check,
+            seed=seed,
+            strategy=strategy,
+            batch_size=batch_size,
+            explorer=explorer,
+            evaluator=evaluator,
+            progress=progress if progress is not None else False,
+        )
     workloads = merge_duplicates(load_operator_list(operators, batch=batch, dtype=dtype))
     if not workloads:
         raise InvalidArgumentError("the operator list is empty")
