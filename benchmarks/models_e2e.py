@@ -18,12 +18,15 @@ Per model (ResNet-50 batch 1 224x224, BERT-base sequence 128; random weights, fr
 5. **PyTorch eager**: ``torch.set_num_threads(--threads)``, ``no_grad``.
 
 **One timing policy**: each engine runs ``--warmup`` untimed calls then ``--repeat`` timed calls
-of one inference each on the same inputs; the column is the median (seconds). Outputs are
+of one inference each on the same inputs (stopping after 60 s, at least 3 calls: TVM's untuned
+build takes seconds a call); the column is the median (seconds). Outputs are
 compared with PyTorch's (max abs error and relative to PyTorch's max abs output).
 
 Also measured: tuning wall time and trials of each tuner, and the trials (and seconds) until its
 **estimate** (``sum(weight x best task latency)``) came within 5% of its final estimate; per task,
-heronlike's best latency beside MetaSchedule's (``<stem>-tasks.csv``); peak resident memory of a
+heronlike's best latency beside MetaSchedule's (``<stem>-tasks.csv``) and, by anchor operator
+(convolutions, matmuls, pooling ...), each tuner's weighted sum beside ONNX Runtime's profiled
+kernel time (``<stem>-ops.csv``); peak resident memory of a
 fresh process that loads the compiled model and runs it 10 times, beside one that does the same
 with ONNX Runtime; the exported library's size beside the weights' bytes.
 
@@ -60,17 +63,22 @@ from heronlike.host import machine_stamp  # noqa: E402
 ENGINES = ("heronlike", "metaschedule", "tvm_untuned", "onnxruntime", "pytorch")
 
 
-def median_latency(call: Callable[[], Any], warmup: int, repeat: int) -> float:
+def median_latency(
+    call: Callable[[], Any], warmup: int, repeat: int, max_s: float = 60.0
+) -> tuple[float, int]:
     """The one timing policy: ``warmup`` untimed calls, then the median of ``repeat`` timed
-    calls (seconds)."""
+    calls (seconds), stopping early (after at least 3) once ``max_s`` seconds are spent, so a
+    model that runs unscheduled loops (seconds per call) is timed in bounded time. Returns the
+    median and the number of timed calls."""
     for _ in range(warmup):
         call()
-    times = []
-    for _ in range(repeat):
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeat and (len(times) < 3 or time.perf_counter() - start < max_s):
         t0 = time.perf_counter()
         call()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times), len(times)
 
 
 def converged_at(curve: list[tuple[int, float, float]], tol: float = 0.05) -> tuple[int, float]:
@@ -112,8 +120,16 @@ def run_heronlike(args: Any, mod: Any, inputs: list[np.ndarray], out_dir: Path) 
 
     records = out_dir / f"{args.model}-heronlike.sqlite"
     curve: list[tuple[int, float, float]] = []
-    n_tasks = sum(1 for t in hm.extract_tasks(mod, "llvm") if t.tunable)
-    seen: set[str] = set()
+    from heronlike.records import Records
+    from heronlike.target import get_target
+
+    tunable = [t for t in hm.extract_tasks(mod, "llvm") if t.tunable]
+    n_tasks = len(tunable)
+    seen: set[str] = set()  # tasks with a valid kernel: the estimate covers them
+    if records.exists():  # a resumed run: tasks tuned before count from the start
+        with Records(records) as db:
+            key = get_target("llvm").key
+            seen = {t.name for t in tunable if db.best(t.workload_key, key) is not None}
 
     def progress(info: Any) -> None:
         if info.best_latency_s is not None:
@@ -151,6 +167,9 @@ def run_heronlike(args: Any, mod: Any, inputs: list[np.ndarray], out_dir: Path) 
         curve=curve,
         tasks={t.name.split(" ")[0]: t.best_latency_s for t in result.tasks},
         weights={t.name.split(" ")[0]: t.weight for t in result.tasks},
+        # every fused function's name -> the name its task goes by (MetaSchedule may name a
+        # task by another of its functions)
+        alias={f: c.functions[0] for c in compiled.choices for f in c.functions},
         library=lib,
         choices=compiled.choices,
     )
@@ -167,7 +186,13 @@ def run_metaschedule(args: Any, fused: Any, inputs: list[np.ndarray], out_dir: P
 
     tgt = get_target("llvm")
     target = tvm.target.Target(tgt.tvm_target())
-    work_dir = out_dir / f"{args.model}-metaschedule"
+    work_dir = out_dir / f"{args.model}-metaschedule-t{args.ms_trials}"
+    # MetaSchedule's task scheduler gives a task num_trials_per_iter trials at a time and
+    # never touches a task again before every task had its first iteration: with the default
+    # 64 and fewer than 64 x tasks trials, some tasks would get no trial (an unscheduled,
+    # serial kernel); so per iteration: the budget over the tasks, 8 to 64, a multiple of 8
+    n_tasks = len(ms.relax_integration.extract_tasks(fused, target))
+    per_iter = int(min(64, max(8, args.ms_trials // n_tasks // 8 * 8)))
     t0 = time.perf_counter()
     db = ms.relax_integration.tune_relax(
         fused,
@@ -175,7 +200,7 @@ def run_metaschedule(args: Any, fused: Any, inputs: list[np.ndarray], out_dir: P
         target=target,
         work_dir=str(work_dir),
         max_trials_global=args.ms_trials,
-        num_trials_per_iter=args.batch_size * 4,
+        num_trials_per_iter=per_iter,
         builder=ms.builder.LocalBuilder(max_workers=tgt.cores, timeout_sec=60, f_build=fast_build),
         runner=ms.runner.LocalRunner(
             timeout_sec=30,
@@ -219,6 +244,47 @@ def run_metaschedule(args: Any, fused: Any, inputs: list[np.ndarray], out_dir: P
     )
 
 
+#: ONNX Runtime node types (after its graph fusions) by the anchor operator of our tasks
+ORT_CLASSES = {
+    "Conv": "conv2d", "FusedConv": "conv2d", "NhwcFusedConv": "conv2d", "QLinearConv": "conv2d",
+    "Gemm": "matmul", "MatMul": "matmul", "FusedMatMul": "matmul", "FusedGemm": "matmul",
+    "MaxPool": "max_pool2d", "GlobalAveragePool": "mean", "ReduceMean": "mean",
+    "Softmax": "softmax", "LayerNormalization": "layer_norm",
+    "SkipLayerNormalization": "layer_norm", "Gather": "take",
+}  # fmt: skip
+
+
+def anchor_class(task_name: str) -> str:
+    """``fused_conv2d16_add10_relu7 ...`` -> ``conv2d``: a task's anchor operator, digits off."""
+    first = task_name.split(" ")[0].removeprefix("fused_")
+    head = re.sub(r"\d+$", "", first.split("_")[0])
+    for known in ("conv2d", "matmul", "max_pool2d", "layer_norm", "softmax", "mean", "take"):
+        if first.startswith(known):
+            return known
+    return head or "other"
+
+
+def ort_profile(session_args: tuple[Any, ...], feed: dict[str, Any], runs: int) -> dict[str, float]:
+    """Seconds per inference by operator class (:data:`ORT_CLASSES`) from ONNX Runtime's own
+    profiler over ``runs`` runs (kernel time only; the session's overhead is not in it)."""
+    import onnxruntime as ort
+
+    path, opts = session_args
+    opts.enable_profiling = True
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    for _ in range(runs):
+        sess.run(None, feed)
+    trace = Path(sess.end_profiling())
+    out: dict[str, float] = {}
+    for ev in json.loads(trace.read_text()):
+        if ev.get("cat") != "Node" or not ev.get("name", "").endswith("_kernel_time"):
+            continue
+        kind = ORT_CLASSES.get(ev.get("args", {}).get("op_name", ""), "other")
+        out[kind] = out.get(kind, 0.0) + float(ev["dur"]) * 1e-6 / runs
+    trace.unlink(missing_ok=True)
+    return out
+
+
 def run_untuned(fused: Any, inputs: list[np.ndarray]) -> Callable[[], Any]:
     import tvm
     from tvm import relax
@@ -252,7 +318,6 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--untuned-repeat", type=int, default=3, help="TVM's untuned build is slow")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     ap.add_argument("--work", type=Path, default=REPO_ROOT / "benchmarks" / "out")
     args = ap.parse_args()
@@ -292,6 +357,7 @@ def main() -> None:
     if args.ms_trials:
         print(f"== MetaSchedule: {args.ms_trials} trials", flush=True)
         ms_res = run_metaschedule(args, fused, inputs, work)
+        ms_res["tasks"] = {h["alias"].get(n, n): v for n, v in ms_res["tasks"].items()}
         rows["metaschedule"].update(tune_s=ms_res["tune_s"], trials=ms_res["trials"])
         if ms_res["curve"]:
             rows["metaschedule"]["trials_to_5pct"], rows["metaschedule"]["seconds_to_5pct"] = (
@@ -320,9 +386,9 @@ def main() -> None:
         for engine, call in calls.items():
             out = _numpy(call())
             rows[engine]["max_abs_err"], rows[engine]["rel_err"] = _error(out, ref)
-            rep = args.untuned_repeat if engine == "tvm_untuned" else args.repeat
-            warm = 1 if engine == "tvm_untuned" else args.warmup
-            rows[engine]["latency_s"] = median_latency(call, warm, rep)
+            rows[engine]["latency_s"], rows[engine]["timed_runs"] = median_latency(
+                call, args.warmup, args.repeat
+            )
             print(f"  {engine:13s} {rows[engine]['latency_s'] * 1e3:10.2f} ms", flush=True)
     print("== memory", flush=True)
     rows["heronlike"]["peak_rss_mb"] = _peak_rss_mb(
@@ -351,8 +417,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     fields = [
         "model", "engine", "latency_s", "speedup_vs_onnxruntime", "max_abs_err", "rel_err",
-        "tune_s", "trials", "trials_to_5pct", "seconds_to_5pct", "peak_rss_mb", "library_mb",
-        "weights_mb", "threads", "cpu_model", "cpu_signature", "date",
+        "timed_runs", "tune_s", "trials", "trials_to_5pct", "seconds_to_5pct", "peak_rss_mb",
+        "library_mb", "weights_mb", "threads", "cpu_model", "cpu_signature", "date",
     ]  # fmt: skip
     ort_lat = rows["onnxruntime"]["latency_s"]
     with open(args.out / f"{stem}.csv", "w", newline="") as f:
@@ -376,11 +442,36 @@ def main() -> None:
                 [args.model, name, h["weights"][name], lat, ms_tasks.get(name), stamp["cpu_model"],
                  stamp["date"]]
             )  # fmt: skip
+    # where the time goes, by anchor operator: each tuner's sum of weight x task latency
+    # beside ONNX Runtime's profiled kernel time
+    ort_opts = ort.SessionOptions()
+    ort_opts.intra_op_num_threads = args.threads
+    ort_opts.inter_op_num_threads = 1
+    by_class = {"onnxruntime": ort_profile((onnx_path, ort_opts), feed, 20)}
+    for tuner, lat, weights in (
+        ("heronlike", h["tasks"], h["weights"]),
+        ("metaschedule", ms_res["tasks"] if ms_res else {}, h["weights"]),
+    ):
+        sums: dict[str, float] = {}
+        for name, t in lat.items():
+            if t is not None and name in weights:
+                sums[anchor_class(name)] = sums.get(anchor_class(name), 0.0) + weights[name] * t
+        by_class[tuner] = sums
+    with open(args.out / f"{stem}-ops.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "operator", "heronlike_s", "metaschedule_s", "onnxruntime_s",
+                    "cpu_model", "date"])  # fmt: skip
+        classes = sorted(set().union(*by_class.values()))
+        for c in classes:
+            w.writerow(
+                [args.model, c] + [by_class[e].get(c) for e in ("heronlike", "metaschedule",
+                 "onnxruntime")] + [stamp["cpu_model"], stamp["date"]]
+            )  # fmt: skip
     (work / f"{stem}-choices.json").write_text(
         json.dumps([c.__dict__ for c in h["choices"]], indent=1)
     )
     _plot(args, rows, stem, stamp)
-    print(f"wrote {args.out / stem}.csv, -tasks.csv")
+    print(f"wrote {args.out / stem}.csv, -tasks.csv, -ops.csv")
 
 
 def _plot(args: Any, rows: dict[str, dict[str, Any]], stem: str, stamp: dict[str, str]) -> None:

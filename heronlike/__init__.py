@@ -33,13 +33,18 @@ from .errors import (  # noqa: E402
     InfeasibleSpaceError,
     InvalidArgumentError,
     InvalidComputeError,
+    ModelCompileError,
+    ModelImportError,
+    ModelInputError,
     NoTensorizableStageError,
     RecordsMismatchError,
     RunnerSpecError,
+    SymbolicShapeError,
     UnknownExplorerError,
     UnknownTargetError,
     UnsupportedComputeError,
     UnsupportedDtypeError,
+    UnsupportedOperatorError,
     UnsupportedShapeError,
 )
 
@@ -55,6 +60,7 @@ _LAZY = {
     "prepare_bundle": ("heronlike.offline", "prepare_bundle"),
     "import_results": ("heronlike.measure.bundle", "import_results"),
     "ErrorKind": ("heronlike.measure.kinds", "ErrorKind"),
+    "model": ("heronlike.model", None),
 }
 
 
@@ -74,13 +80,18 @@ __all__ = [
     "InfeasibleSpaceError",
     "InvalidArgumentError",
     "InvalidComputeError",
+    "ModelCompileError",
+    "ModelImportError",
+    "ModelInputError",
     "NoTensorizableStageError",
     "RecordsMismatchError",
     "RunnerSpecError",
+    "SymbolicShapeError",
     "UnknownExplorerError",
     "UnknownTargetError",
     "UnsupportedComputeError",
     "UnsupportedDtypeError",
+    "UnsupportedOperatorError",
     "UnsupportedShapeError",
     *_LAZY,
 ]

@@ -56,6 +56,11 @@ class UnsupportedOperatorError(ModelImportError):
         self.operators = tuple(operators)
 
 
+class ModelCompileError(HeronlikeError, RuntimeError):
+    """TVM failed to fuse, lower or build a model (a Relax pass or the code generator raised);
+    the message names the stage and keeps TVM's last lines."""
+
+
 class ModelInputError(HeronlikeError, ValueError):
     """A compiled model was called with the wrong number of inputs, or an input of the wrong
     shape or dtype; the message names the input, what it must be and what it got."""

@@ -22,6 +22,7 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
+from ..errors import ModelCompileError
 from ..target import DLATarget
 
 __all__ = ["CONV_LAYOUTS", "build", "fuse"]
@@ -49,6 +50,9 @@ def fuse(mod: tvm.IRModule, target: DLATarget) -> tvm.IRModule:
     Returns:
         The fused module: ``main`` calls PrimFuncs through ``R.call_tir``; constants folded;
         reshapes are views.
+
+    Raises:
+        ModelCompileError: a Relax pass failed (e.g. an operator without a legalization).
     """
     passes: list[Any] = [
         # batch norms of inference into the convolutions' weights and a bias (as ONNX Runtime
@@ -66,17 +70,28 @@ def fuse(mod: tvm.IRModule, target: DLATarget) -> tvm.IRModule:
         relax.transform.RewriteDataflowReshape(),
         relax.transform.DeadCodeElimination(),
     ]
-    with tvm.target.Target(target.tvm_target()):
-        return tvm.transform.Sequential(passes)(mod)
+    try:
+        with tvm.target.Target(target.tvm_target()):
+            return tvm.transform.Sequential(passes)(mod)
+    except tvm.error.TVMError as exc:
+        raise ModelCompileError(f"Relax's fusion pipeline failed: {_last_lines(exc)}") from exc
 
 
 def build(mod: tvm.IRModule, target: DLATarget) -> Any:
     """Compile a fused module whose PrimFuncs are scheduled into a ``relax.VMExecutable``.
 
     Raises:
-        tvm.error.TVMError: from TVM's lowering (callers turn it into a typed error).
+        ModelCompileError: TVM's lowering or code generation failed.
     """
     tgt = tvm.target.Target(target.tvm_target())
     passes = cpu_pipeline.dataflow_lower_passes(tgt) + cpu_pipeline.finalize_passes(tgt)
-    with tgt:
-        return relax.build(mod, target=tgt, relax_pipeline=tvm.transform.Sequential(passes))
+    try:
+        with tgt:
+            return relax.build(mod, target=tgt, relax_pipeline=tvm.transform.Sequential(passes))
+    except tvm.error.TVMError as exc:
+        raise ModelCompileError(f"building the model failed: {_last_lines(exc)}") from exc
+
+
+def _last_lines(exc: BaseException, n: int = 3) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return " | ".join(lines[-n:]) or type(exc).__name__
