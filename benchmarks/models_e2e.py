@@ -30,8 +30,8 @@ kernel time (``<stem>-ops.csv``); peak resident memory of a
 fresh process that loads the compiled model and runs it 10 times, beside one that does the same
 with ONNX Runtime; the exported library's size beside the weights' bytes.
 
-Writes ``<out>/models_e2e-<model>-<cpu>-<date>.csv`` (one row per engine; every row names the
-CPU and date), ``…-tasks.csv`` and a ``.png`` bar chart.
+Writes ``<out>/models_e2e-<model>-t<trials>-<cpu>-<date>.csv`` (one row per engine; every row
+names the CPU and date), ``…-tasks.csv``, ``…-ops.csv`` and a ``.png`` bar chart.
 
     python benchmarks/models_e2e.py --model resnet50 --trials 400
     python benchmarks/models_e2e.py --model bert --trials 200 --ms-trials 0
@@ -413,7 +413,7 @@ def main() -> None:
 
     stamp = machine_stamp()
     cpu = re.sub(r"[^a-z0-9]+", "-", stamp["cpu_model"].lower()).strip("-")
-    stem = f"models_e2e-{args.model}-{cpu}-{stamp['date']}"
+    stem = f"models_e2e-{args.model}-t{args.trials}-{cpu}-{stamp['date']}"
     args.out.mkdir(parents=True, exist_ok=True)
     fields = [
         "model", "engine", "latency_s", "speedup_vs_onnxruntime", "max_abs_err", "rel_err",
