@@ -273,3 +273,20 @@ def test_library_from_a_model(tmp_path: Path) -> None:
     assert kernel.op.startswith("fused_conv2d") and kernel.entry["checked"] is True
     xs = [np.random.default_rng(0).uniform(-1, 1, p.shape).astype(p.dtype) for p in kernel.inputs]
     assert lib.call(kernel.op, *xs).shape == kernel.outputs[0].shape
+
+
+def test_packed_weights_are_constants_packed_once() -> None:
+    """A kernel that takes a conv weight packed (PackVectorOperand) is called with the weight
+    constant packed at compile time, under a new function; the model still matches PyTorch."""
+    from heronlike.model.compile import schedule_module
+    from heronlike.model.tasks import fused_module, tasks_of
+
+    net, x = _model("cnn")
+    fused, tgt = fused_module(hm.from_torch(net, (x,)), "llvm", shapes=None)
+    tasks = tasks_of(fused, tgt)
+    packed = [t for t in tasks if t.space is not None and t.space.packed]
+    assert packed  # the convolutions' weights
+    mod, choices = schedule_module(fused, tasks, None)
+    names = {gv.name_hint for gv in mod.get_global_vars()}
+    assert {f"{t.functions[0]}_packed" for t in packed} <= names
+    assert all(c.source == "default" for c in choices)
