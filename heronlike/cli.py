@@ -573,6 +573,12 @@ _model_target = click.option(
     show_default=True,
     help='heronlike target ("llvm": any CPU; "dlboost": int8 on VNNI)',
 )
+_records_option = click.option(
+    "--records",
+    type=click.Path(path_type=Path),
+    default=Path("heronlike_runs") / "records.sqlite",
+    show_default=True,
+)
 _model_shapes = click.option(
     "--shape", "shapes", multiple=True, help="bind a symbolic dimension: --shape batch=1"
 )
@@ -602,12 +608,7 @@ def model_tasks(model_spec: str, target: str, shapes: tuple[str, ...]) -> None:
 @click.argument("model_spec", metavar="MODEL")
 @_model_target
 @click.option("--trials", type=int, required=True, help="total trial budget over all tasks")
-@click.option(
-    "--records",
-    type=click.Path(path_type=Path),
-    default=Path("heronlike_runs") / "records.sqlite",
-    show_default=True,
-)
+@_records_option
 @click.option("--explorer", default="cga", show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--batch-size", default=8, show_default=True, help="candidates per round")
@@ -645,12 +646,7 @@ def model_tune(
 @model.command("build")
 @click.argument("model_spec", metavar="MODEL")
 @_model_target
-@click.option(
-    "--records",
-    type=click.Path(path_type=Path),
-    default=Path("heronlike_runs") / "records.sqlite",
-    show_default=True,
-)
+@_records_option
 @click.option(
     "-o",
     "--output",

@@ -457,10 +457,35 @@ def build(
             "missing": missing,
         },
     )
+    return finish_build(
+        out_dir,
+        manifest,
+        (lambda: check_library(out_dir, seed=seed)) if check else None,
+        schedule=schedule,
+        workloads=workloads,
+        missing=missing,
+        started=(t_start, t_tuned),
+    )
+
+
+def finish_build(
+    out_dir: str | Path,
+    manifest: dict[str, Any],
+    check: Callable[[], Mapping[str, bool]] | None,
+    *,
+    schedule: ScheduleResult | None,
+    workloads: list[Any],
+    missing: list[str],
+    started: tuple[float, float],
+) -> BuildResult:
+    """Run ``check`` (``{function: ok}``) on an exported library, record the outcome in its
+    manifest and return the :class:`BuildResult`; ``started`` holds the ``perf_counter`` times
+    the build and its export began."""
+    t_start, t_tuned = started
     t_exported = time.perf_counter()
     checked = None
-    if check:
-        outcome = check_library(out_dir, seed=seed)
+    if check is not None:
+        outcome = check()
         checked = all(outcome.values())
         for k in manifest["kernels"]:
             k["checked"] = outcome.get(k["function"])

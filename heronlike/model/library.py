@@ -13,7 +13,6 @@ random inputs with TVM's unscheduled build of the same function
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
@@ -103,7 +102,7 @@ def build_library(
         InvalidArgumentError: no task has a usable record; everything :func:`tune_model`
             raises for bad input.
     """
-    from ..library.builder import MANIFEST, BuildResult, best_usable_trial, export
+    from ..library.builder import best_usable_trial, export, finish_build
     from ..session import DEFAULT_RECORDS
     from .importers import load_model_spec
     from .tuning import tune_model
@@ -143,32 +142,14 @@ def build_library(
     manifest = export(
         entries, out_dir, records=records_path, extra={"missing": missing, "source": "model"}
     )
-    t_exported = time.perf_counter()
-    checked = None
-    if check:
-        outcome = _check(out_dir, kept, seed)
-        checked = all(outcome.values())
-        for k in manifest["kernels"]:
-            k["checked"] = outcome.get(k["function"])
-        manifest["checked"] = checked
-        tmp = Path(out_dir) / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-        tmp.replace(Path(out_dir) / MANIFEST)
-    t_end = time.perf_counter()
-    return BuildResult(
-        path=Path(out_dir),
-        manifest=manifest,
+    return finish_build(
+        out_dir,
+        manifest,
+        (lambda: _check(out_dir, kept, seed)) if check else None,
         schedule=schedule,
-        workloads=[e[0] for e in entries],  # type: ignore[misc]
+        workloads=[e[0] for e in entries],
         missing=missing,
-        estimate_s=float(manifest["estimate_s"]),
-        checked=checked,
-        time_s={
-            "tune": t_tuned - t_start,
-            "export": t_exported - t_tuned,
-            "check": t_end - t_exported,
-            "total": t_end - t_start,
-        },
+        started=(t_start, t_tuned),
     )
 
 
