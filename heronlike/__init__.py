@@ -37,6 +37,7 @@ from .errors import (  # noqa: E402
     ModelImportError,
     ModelInputError,
     NoTensorizableStageError,
+    RecordsBusyError,
     RecordsMismatchError,
     RunnerSpecError,
     SymbolicShapeError,
@@ -51,6 +52,7 @@ from .errors import (  # noqa: E402
 _LAZY = {
     "tune": ("heronlike.tuning", "tune"),
     "TuneResult": ("heronlike.tuning", "TuneResult"),
+    "Finalist": ("heronlike.tuning", "Finalist"),
     "apply_best": ("heronlike.tuning", "apply_best"),
     "Records": ("heronlike.records", "Records"),
     "get_target": ("heronlike.target", "get_target"),
@@ -84,6 +86,7 @@ __all__ = [
     "ModelImportError",
     "ModelInputError",
     "NoTensorizableStageError",
+    "RecordsBusyError",
     "RecordsMismatchError",
     "RunnerSpecError",
     "SymbolicShapeError",

@@ -111,6 +111,12 @@ def main() -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--batch-size", default=16, show_default=True)
 @click.option(
+    "--finalists",
+    default=4,
+    show_default=True,
+    help="fastest candidates re-measured side by side at the end; the fastest re-measured wins",
+)
+@click.option(
     "--records",
     type=click.Path(path_type=Path),
     default=None,
@@ -151,6 +157,7 @@ def tune(
     explorer: str,
     seed: int,
     batch_size: int,
+    finalists: int,
     records: Path | None,
     baselines: bool,
     simulate: Path | None,
@@ -210,6 +217,7 @@ def tune(
             seed=seed,
             records=records,
             batch_size=batch_size,
+            finalists=finalists,
             progress=report,
             simulate=simulate,
             runner=runner,
@@ -255,6 +263,16 @@ def _print_result(r) -> None:  # noqa: ANN001
             ok = "bit-exact vs numpy" if exact else "within tolerance of the float reference"
             table.add_row("correct", ok if r.correct else "[red]WRONG[/red]")
         table.add_row("knobs", ", ".join(f"{k}={v}" for k, v in r.knobs.items()))
+        if len(r.finalists) > 1 and not r.simulated:
+            table.add_row(
+                "finalists",
+                "; ".join(
+                    f"#{f.trial_index} {f.tuning_latency_s * 1e3:.4f} -> "
+                    + (f"{f.latency_s * 1e3:.4f} ms" if f.latency_s else f.error_kind or "failed")
+                    for f in r.finalists
+                )
+                + " (tuning -> re-measured)",
+            )
     t = r.time_s
     table.add_row(
         "time",

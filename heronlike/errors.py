@@ -88,6 +88,12 @@ class RecordsMismatchError(HeronlikeError, ValueError):
     message names the file."""
 
 
+class RecordsBusyError(HeronlikeError, TimeoutError):
+    """Another process kept a records database locked for longer than the wait allowed
+    (:class:`heronlike.records.Records` ``busy_timeout_s``); nothing was written by the call
+    that raised it. The message names the file."""
+
+
 class InvalidArgumentError(HeronlikeError, ValueError):
     """An argument of a public function or CLI command has a bad value or type; the message
     names the argument and what it accepts (e.g. ``trials must be an integer >= 1, got 0``)."""

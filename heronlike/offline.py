@@ -163,7 +163,7 @@ def prepare_bundle(
             for i, (assignment, res) in enumerate(zip(proposals, built, strict=True)):
                 if not res.ok:
                     failures += 1
-                    db.add(
+                    db.append(
                         TrialRecord(
                             workload_key=wk,
                             target_key=tk,
@@ -177,7 +177,7 @@ def prepare_bundle(
                             run_s=0.0,
                             seed=seed,
                             explorer=exp.name,
-                            trial_index=db.next_trial_index(wk, tk),
+                            trial_index=-1,  # allocated by append
                         )
                     )
                     continue

@@ -16,8 +16,11 @@ Storage is one embedded SQLite file (stdlib :mod:`sqlite3`, WAL journal). It hol
   stored as canonical JSON (sorted keys). ``(workload_key, target_key, trial_index)`` is UNIQUE,
   so a resumed run can never silently overwrite an earlier trial.
 
-Every :meth:`Records.add` commits before returning. The database is safe for one writer at a
-time; readers in other processes (for example ``heronlike best``) work while a tune writes.
+Every :meth:`Records.add` and :meth:`Records.append` commits before returning. Any number of
+processes may read and write one file at once (tunes, library and model builds, ``heronlike
+best``): :meth:`Records.append` allocates each trial's index inside one write transaction, so
+concurrent writers never collide, and a writer that finds the file locked waits for it (up to
+``busy_timeout_s``) before raising :class:`~heronlike.errors.RecordsBusyError`.
 All times are in seconds.
 """
 
@@ -35,7 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .errors import RecordsMismatchError
+from .errors import RecordsBusyError, RecordsMismatchError
 
 _T = TypeVar("_T")
 
@@ -226,14 +229,27 @@ def _corrupted(exc: sqlite3.DatabaseError) -> bool:
     )
 
 
+def _busy(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says another connection held the lock for longer than we waited."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
 def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Turn SQLite's errors about a damaged file into :class:`RecordsMismatchError` naming it."""
+    """Turn SQLite's errors about a damaged file into :class:`RecordsMismatchError`, and a lock
+    held past the busy timeout into :class:`RecordsBusyError`, both naming the file."""
 
     @functools.wraps(method)
     def wrapper(self: Records, *args: Any, **kwargs: Any) -> _T:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):
+                raise RecordsBusyError(
+                    f"{self.path}: the records database stayed locked by another process for "
+                    f"more than {self.busy_timeout_s:g} s ({exc}); retry, or raise "
+                    "busy_timeout_s"
+                ) from exc
             if not _corrupted(exc):
                 raise
             raise RecordsMismatchError(
@@ -250,33 +266,48 @@ class Records:
     happens.
 
     Opening creates the parent directories, the file and the schema if missing, and switches the
-    file to the WAL journal so readers in other processes never block the writer (nor the other
-    way round). One writer at a time is supported.
+    file to the WAL journal so readers in other processes never block a writer (nor the other
+    way round). Any number of processes may write at once: SQLite serialises their write
+    transactions, a writer waits up to ``busy_timeout_s`` seconds for the lock, and
+    :meth:`append` numbers trials inside its write transaction so no index is taken twice.
+
+    Args:
+        path: the SQLite file (``":memory:"`` for a private in-memory database).
+        busy_timeout_s: how long one statement waits for another process's lock, seconds.
 
     Raises:
         RecordsMismatchError: the file exists but is not a SQLite database, is a SQLite database
             of some other application, or has a schema version newer than this heronlike knows.
+        RecordsBusyError: (from any method) another process held the lock for longer than
+            ``busy_timeout_s``.
     """
 
     path: Path
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 60.0) -> None:
         """Open (creating if missing) the records database at ``path``.
 
         Raises:
             RecordsMismatchError: not a heronlike records DB, or a newer schema version.
+            RecordsBusyError: the file stayed locked by another process past the timeout.
         """
         self.path = Path(path)
+        self.busy_timeout_s = float(busy_timeout_s)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(str(self.path), timeout=30)
+            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
         except sqlite3.DatabaseError as exc:  # pragma: no cover - connect is lazy in practice
             raise RecordsMismatchError(f"{self.path}: cannot open as SQLite: {exc}") from exc
         try:
             self._init_schema(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if _busy(exc):
+                raise RecordsBusyError(
+                    f"{self.path}: the records database stayed locked by another process for "
+                    f"more than {self.busy_timeout_s:g} s while opening ({exc})"
+                ) from exc
             raise RecordsMismatchError(
                 f"{self.path}: not a heronlike records database, or a corrupted one ({exc})"
             ) from exc
@@ -499,39 +530,80 @@ class Records:
         if not record.created_at:
             record = replace(record, created_at=time.time())
         with self._db:
-            self._db.execute(
-                f"INSERT INTO trials ({_TRIAL_COLUMNS}, run_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.workload_key,
-                    record.target_key,
-                    _canonical_json({str(k): int(v) for k, v in record.assignment.items()}),
-                    None if record.latency_s is None else float(record.latency_s),
-                    None if record.error_kind is None else str(record.error_kind),
-                    record.error_msg,
-                    float(record.explore_s),
-                    float(record.solve_s),
-                    float(record.build_s),
-                    float(record.run_s),
-                    int(record.seed),
-                    record.explorer,
-                    int(record.trial_index),
-                    float(record.created_at),
-                    _canonical_json(dict(record.info)) if record.info else None,
-                    run_id,
-                ),
+            self._insert(record, run_id)
+        return record
+
+    def _insert(self, record: TrialRecord, run_id: int | None) -> None:
+        """The INSERT of one trial, inside the caller's transaction."""
+        self._db.execute(
+            f"INSERT INTO trials ({_TRIAL_COLUMNS}, run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.workload_key,
+                record.target_key,
+                _canonical_json({str(k): int(v) for k, v in record.assignment.items()}),
+                None if record.latency_s is None else float(record.latency_s),
+                None if record.error_kind is None else str(record.error_kind),
+                record.error_msg,
+                float(record.explore_s),
+                float(record.solve_s),
+                float(record.build_s),
+                float(record.run_s),
+                int(record.seed),
+                record.explorer,
+                int(record.trial_index),
+                float(record.created_at),
+                _canonical_json(dict(record.info)) if record.info else None,
+                run_id,
+            ),
+        )
+
+    @_guarded
+    def append(self, record: TrialRecord, run_id: int | None = None) -> TrialRecord:
+        """Insert one trial as the next of its (workload, target) and commit immediately.
+
+        The index is one past the highest stored, read and written inside one ``BEGIN
+        IMMEDIATE`` transaction, so processes appending to the same workload at once get
+        distinct, gap-free indices; ``record.trial_index`` is ignored.
+
+        Returns:
+            The record as stored: its ``trial_index`` and ``created_at`` filled in.
+
+        Raises:
+            RecordsBusyError: another process held the write lock past ``busy_timeout_s``.
+        """
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (top,) = db.execute(
+                "SELECT MAX(trial_index) FROM trials WHERE workload_key = ? AND target_key = ?",
+                (record.workload_key, record.target_key),
+            ).fetchone()
+            record = replace(
+                record,
+                trial_index=0 if top is None else int(top) + 1,
+                created_at=record.created_at or time.time(),
             )
+            self._insert(record, run_id)
+            db.commit()
+        except BaseException:
+            if db.in_transaction:
+                db.rollback()
+            raise
         return record
 
     # -- reading --------------------------------------------------------------------------------
 
     @_guarded
-    def trials(self, workload_key: str, target_key: str) -> list[TrialRecord]:
-        """All trials of (workload, target), ok or failed, in ``trial_index`` order."""
+    def trials(
+        self, workload_key: str, target_key: str, *, after: int | None = None
+    ) -> list[TrialRecord]:
+        """All trials of (workload, target), ok or failed, in ``trial_index`` order; with
+        ``after``, only those whose index is greater (what other processes added since)."""
         rows = self._db.execute(
             f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
-            "ORDER BY trial_index",
-            (workload_key, target_key),
+            "AND trial_index > ? ORDER BY trial_index",
+            (workload_key, target_key, -1 if after is None else int(after)),
         ).fetchall()
         return [_row_to_record(r) for r in rows]
 
@@ -567,16 +639,36 @@ class Records:
         example, trials whose assignment no longer fits today's space, or trials of another
         heronlike version (:meth:`versions_of`).
         """
+        top = self.top(workload_key, target_key, 1, where)
+        return top[0] if top else None
+
+    @_guarded
+    def top(
+        self,
+        workload_key: str,
+        target_key: str,
+        k: int,
+        where: Callable[[TrialRecord], bool] | None = None,
+    ) -> list[TrialRecord]:
+        """The ``k`` fastest ok trials of distinct assignments for which ``where`` (if given)
+        is true, fastest first (ties: the earliest); fewer when fewer exist. These are the
+        finalists a tune re-measures before it picks its kernel."""
         rows = self._db.execute(
             f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
             "AND error_kind IS NULL AND latency_s IS NOT NULL ORDER BY latency_s, trial_index",
             (workload_key, target_key),
-        ).fetchall()
+        )
+        out: list[TrialRecord] = []
+        seen: set[str] = set()
         for row in rows:
+            if len(out) >= k:
+                break
             rec = _row_to_record(row)
-            if rec.ok and (where is None or where(rec)):
-                return rec
-        return None
+            key = _canonical_json(rec.assignment)
+            if rec.ok and key not in seen and (where is None or where(rec)):
+                seen.add(key)
+                out.append(rec)
+        return out
 
     @_guarded
     def versions_of(self, workload_key: str, target_key: str) -> dict[int, dict[str, str]]:

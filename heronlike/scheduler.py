@@ -481,10 +481,12 @@ class TaskScheduler:
                     session = lane.sessions.get(i)
                     if session is None:
                         session = lane.sessions[i] = self._open(i, lane)
-                    before = session.done
+                    before, run_before = session.done, session.valid + session.invalid
                     session.max_trials = session.done + n  # this round measures n trials
                     session.round()
+                    # trials other processes recorded for this task meanwhile count too
                     measured = session.done - before
+                    run = session.valid + session.invalid - run_before
                     exhausted = session.finished and measured < n
                     best = session.best.latency_s if session.best is not None else None
                 finally:
@@ -493,7 +495,7 @@ class TaskScheduler:
                         self._inflight.pop(i, None)
                 with self._lock:
                     s.trials += measured
-                    s.trials_run += measured
+                    s.trials_run += run
                     if best is not None and (s.best_latency_s is None or best < s.best_latency_s):
                         s.best_latency_s = best
                     s.history.append(s.best_latency_s)

@@ -42,7 +42,14 @@ from .sampler import RandSAT
 from .space import Space, generate_space
 from .target import DLATarget
 
-__all__ = ["DEFAULT_RECORDS", "EvaluatorConfig", "TuneProgress", "TuneResult", "TuningSession"]
+__all__ = [
+    "DEFAULT_RECORDS",
+    "EvaluatorConfig",
+    "Finalist",
+    "TuneProgress",
+    "TuneResult",
+    "TuningSession",
+]
 
 DEFAULT_RECORDS = Path("heronlike_runs") / "records.sqlite"
 
@@ -58,7 +65,11 @@ class EvaluatorConfig:
             kernels until it lasts this long).
         build_timeout_s: wall-clock limit of one build, seconds.
         run_timeout_s: wall-clock limit of one run (load, check, timing), seconds.
-        final_repeat: measurements when the best candidate is re-measured at the end.
+        final_repeat: measurements of each finalist when the finalists are re-measured at the
+            end.
+        finalists: how many of the fastest distinct candidates are re-measured side by side
+            at the end (interleaved rounds); the fastest re-measured one is the result, so
+            the pick is not the luckiest timing of the tune (1: the tuning-time best only).
 
     Raises:
         InvalidArgumentError: a count below 1, or a time that is negative or not finite (zero
@@ -71,9 +82,10 @@ class EvaluatorConfig:
     build_timeout_s: float = 60.0
     run_timeout_s: float = 30.0
     final_repeat: int = 20
+    finalists: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("number", "repeat", "final_repeat"):
+        for name in ("number", "repeat", "final_repeat", "finalists"):
             _integer(name, getattr(self, name), 1)
         _number("min_repeat_ms", self.min_repeat_ms, positive=False)
         _number("build_timeout_s", self.build_timeout_s, positive=True)
@@ -105,14 +117,39 @@ class TuneProgress:
     elapsed_s: float
 
 
+@dataclass(frozen=True)
+class Finalist:
+    """One of the fastest candidates of a tune, re-measured at its finish.
+
+    Attributes:
+        trial_index: its trial in the records.
+        assignment: the value of every CSP variable.
+        tuning_latency_s: its latency as measured during tuning (seconds).
+        latency_s: its re-measured latency (median over the finish's interleaved rounds,
+            seconds); the tuning-time latency in simulation mode; ``None`` when the re-run
+            failed.
+        error_kind: why the re-run failed (``None`` if it did not).
+    """
+
+    trial_index: int
+    assignment: dict[str, int]
+    tuning_latency_s: float
+    latency_s: float | None
+    error_kind: str | None = None
+
+
 @dataclass
 class TuneResult:
     """What :func:`tune` found.
 
     Attributes:
         latency_s: the best kernel's latency, re-measured after tuning with more repeats
-            (median, seconds); ``None`` when no candidate was valid.
+            (median, seconds); ``None`` when no candidate was valid. The kernel is the fastest
+            of the :attr:`finalists` as re-measured, not the fastest tuning-time timing.
         tuning_latency_s: its latency as measured during tuning (seconds).
+        finalists: the candidates re-measured at the finish
+            (:attr:`EvaluatorConfig.finalists` of them, fewer if fewer were valid), in the
+            order of their tuning-time latency.
         throughput: operations per second of the best kernel (``flop / latency_s``).
         flop: operations of the compute (2 per multiply-accumulate).
         assignment: the value of every CSP variable of the best candidate.
@@ -167,6 +204,7 @@ class TuneResult:
     simulated: bool = False
     explorer_stats: dict[str, int] = field(default_factory=dict)
     foreign_trials: int = 0
+    finalists: list[Finalist] = field(default_factory=list)
 
     def summary(self) -> str:
         """A few human-readable lines."""
@@ -307,7 +345,9 @@ class TuningSession:
             _warn_foreign(db, self.foreign, self.versions)
         self._foreign_index = {rec.trial_index for rec in self.foreign}
         self.measured = _replay_history(self.history, self.sampler, self.explorer, self.flop)
-        self.next_index = db.next_trial_index(wk, tk)
+        #: highest trial index read from the records; later ones come from :meth:`_sync`
+        self._synced_upto = max((r.trial_index for r in self.history + self.foreign), default=-1)
+        self._own_index: set[int] = set()
         self.best = _best_of(self.history)
         self.run_id = db.start_run(
             workload_key=wk,
@@ -345,6 +385,8 @@ class TuningSession:
                 build_options=tgt.build_options(),
             )
         self.done = len(self.history)
+        self._pending_others: list[TrialRecord] = []
+        self._closed = False
         self.valid = self.invalid = 0
         self.errors = Counter[str]()
         self.times = Counter[str]()
@@ -361,7 +403,10 @@ class TuningSession:
 
     @property
     def finished(self) -> bool:
-        """No round is left: the trial or time budget is spent, or the space is exhausted."""
+        """No round is left: the trial or time budget is spent (trials of this workload that
+        other processes recorded meanwhile count), or the space is exhausted."""
+        if not self.simulated and not self._closed:
+            self._sync()
         if self._exhausted or self.done >= self.max_trials:
             return True
         return self.time_budget_s is not None and self.elapsed() >= self.time_budget_s
@@ -379,6 +424,36 @@ class TuningSession:
             time.perf_counter() - self.t_start,
         )
 
+    def _sync(self) -> int:
+        """Take in the trials of this workload and target that other processes (tunes,
+        library or model builds sharing the records file) recorded since the last look:
+        today's count toward the budget, join the history and the best, are never proposed
+        again, and are shown to the explorer at the next round. Returns how many were new."""
+        new = [
+            r
+            for r in self.db.trials(self.workload_key, self.target_key, after=self._synced_upto)
+            if r.trial_index not in self._own_index
+        ]
+        if not new:
+            return 0
+        self._synced_upto = max(r.trial_index for r in new)
+        by_index = self.db.versions_of(self.workload_key, self.target_key)
+        today = []
+        for rec in new:
+            v = by_index.get(rec.trial_index)
+            if v is None or all(v.get(k) == self.versions.get(k) for k in VERSION_KEYS):
+                today.append(rec)
+            else:
+                self.foreign.append(rec)
+                self._foreign_index.add(rec.trial_index)
+        self.history.extend(today)
+        self.done += len(today)
+        self._pending_others.extend(today)
+        for rec in today:
+            if rec.ok and (self.best is None or rec.latency_s < self.best.latency_s):  # type: ignore[operator]
+                self.best = rec
+        return len(new)
+
     # -- one round ------------------------------------------------------------------------------
 
     def round(self) -> int:
@@ -390,6 +465,11 @@ class TuningSession:
         """
         if self.finished:
             return 0
+        if self._pending_others:  # trials other processes recorded meanwhile
+            self.measured |= _replay_history(
+                self._pending_others, self.sampler, self.explorer, self.flop
+            )
+            self._pending_others = []
         n = int(min(self.batch_size, self.max_trials - self.done))
         t0, solve0 = time.perf_counter(), self.sampler.stats.solve_seconds
         proposals = self.explorer.propose(n, exclude=self.measured)
@@ -423,7 +503,7 @@ class TuningSession:
         self, assignment: Mapping[str, int], m: Measurement, share: tuple[float, float]
     ) -> TrialRecord:
         """Record one trial now (committed before returning) and count it."""
-        rec = self.db.add(
+        rec = self.db.append(
             TrialRecord(
                 workload_key=self.workload_key,
                 target_key=self.target_key,
@@ -437,12 +517,12 @@ class TuningSession:
                 run_s=m.run_s,
                 seed=self.seed,
                 explorer=self.explorer.name,
-                trial_index=self.next_index,
+                trial_index=-1,  # the next free index, allocated by append
                 info=dict(m.info or {}),
             ),
             self.run_id,
         )
-        self.next_index += 1
+        self._own_index.add(rec.trial_index)
         self.done += 1
         self.measured.add(self.sampler.key(assignment))
         if rec.ok:
@@ -467,9 +547,10 @@ class TuningSession:
             times["explore"] += self._carry_explore_s
             self._carry_explore_s = 0.0
             times["elapsed"] = self.elapsed()
-            best = self.db.best(
+            top = self.db.top(
                 self.workload_key,
                 self.target_key,
+                self.evaluator.finalists,
                 where=lambda r: (
                     r.trial_index not in self._foreign_index and not space.misfits(r.assignment)
                 ),
@@ -477,7 +558,7 @@ class TuningSession:
             if isinstance(self.measurer, HardwareMeasurer) and self.data is not None:
                 result = _finish(
                     space,
-                    best,
+                    top,
                     self.tvm_target,
                     self.data,
                     self.flop,
@@ -485,7 +566,7 @@ class TuningSession:
                     self.evaluator.final_repeat,
                 )
             else:
-                result = _finish_simulated(space, best, self.flop)
+                result = _finish_simulated(space, top, self.flop)
         finally:
             self.measurer.close()
         times["total"] = time.perf_counter() - self.t_start
@@ -517,6 +598,7 @@ class TuningSession:
     def close(self) -> None:
         """Release the measurer's workers and the records (if the session opened them);
         idempotent. Every trial is already committed."""
+        self._closed = True
         self.measurer.close()
         if self._own_db:
             self.db.close()
@@ -624,21 +706,32 @@ _NO_RESULT: dict[str, Any] = dict.fromkeys(
 
 def _finish(
     space: Space,
-    best: TrialRecord | None,
+    top: list[TrialRecord],
     tvm_target: dict[str, Any],
     data: _Data,
     flop: float,
     measurer: HardwareMeasurer,
     final_repeat: int,
 ) -> dict[str, Any]:
-    """Re-measure the best candidate on the target's runner with more repeats (which checks
-    its outputs again); where the target's kernels run in this process, also build it here as
-    a callable :class:`BuiltKernel` and check that too."""
-    if best is None:
-        return dict(_NO_RESULT)
+    """Re-measure the finalists ``top`` side by side on the target's runner (interleaved
+    rounds, outputs checked again) and keep the fastest re-measured one; where the target's
+    kernels run in this process, also build it here as a callable :class:`BuiltKernel` and
+    check that too. A finalist whose re-run fails is not picked; when all fail, the
+    tuning-time best is kept with its failure."""
+    if not top:
+        return dict(_NO_RESULT, finalists=[])
     # re-measure first: running the kernel in this process wakes TVM's thread pool, whose
     # spinning threads would steal cores from the runner for a while
-    final = measurer.finish(best.assignment, final_repeat)
+    finals = measurer.finish_many(
+        [r.assignment for r in top], final_repeat, rounds=4 if len(top) > 1 else 1
+    )
+    finalists = [
+        Finalist(r.trial_index, dict(r.assignment), r.latency_s, f.latency_s, f.error_kind)  # type: ignore[arg-type]
+        for r, f in zip(top, finals, strict=True)
+    ]
+    timed = [i for i, f in enumerate(finals) if f.latency_s is not None]
+    pick = min(timed, key=lambda i: (finals[i].latency_s, i)) if timed else 0
+    best, final = top[pick], finals[pick]
     latency = final.latency_s if final.latency_s is not None else best.latency_s
     correct = final.correct
     kernel = None
@@ -657,35 +750,43 @@ def _finish(
         )
     else:
         sch = space.apply(best.assignment)
-    knobs = {k: best.assignment[k] for k in space.csp.knobs if k in best.assignment}
+    return dict(
+        _result_of(space, best, flop, latency),
+        kernel=kernel,
+        correct=correct,
+        trace=kernel.trace if kernel is not None else str(sch.trace),
+        script=kernel.script if kernel is not None else sch.mod.script(),
+        finalists=finalists,
+    )
+
+
+def _result_of(space: Space, best: TrialRecord, flop: float, latency: float | None) -> dict:
+    """The fields of a TuneResult that name the picked trial and its speed."""
     return dict(
         latency_s=latency,
         tuning_latency_s=best.latency_s,
         throughput=flop / latency if latency else None,
         assignment=dict(best.assignment),
-        knobs=knobs,
-        kernel=kernel,
-        correct=correct,
-        trace=kernel.trace if kernel is not None else str(sch.trace),
-        script=kernel.script if kernel is not None else sch.mod.script(),
+        knobs={k: best.assignment[k] for k in space.csp.knobs if k in best.assignment},
     )
 
 
-def _finish_simulated(space: Space, best: TrialRecord | None, flop: float) -> dict[str, Any]:
+def _finish_simulated(space: Space, top: list[TrialRecord], flop: float) -> dict[str, Any]:
     """The best replayed trial as it was recorded: nothing is built or re-measured."""
-    if best is None:
-        return dict(_NO_RESULT)
+    if not top:
+        return dict(_NO_RESULT, finalists=[])
+    best = top[0]
     sch = space.apply(best.assignment)
     return dict(
-        latency_s=best.latency_s,
-        tuning_latency_s=best.latency_s,
-        throughput=_throughput(flop, best),
-        assignment=dict(best.assignment),
-        knobs={k: best.assignment[k] for k in space.csp.knobs if k in best.assignment},
+        _result_of(space, best, flop, best.latency_s),
         kernel=None,
         correct=None,
         trace=str(sch.trace),
         script=sch.mod.script(),
+        finalists=[
+            Finalist(r.trial_index, dict(r.assignment), r.latency_s, r.latency_s)  # type: ignore[arg-type]
+            for r in top
+        ],
     )
 
 

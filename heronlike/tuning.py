@@ -19,6 +19,7 @@ from .records import Records
 from .session import (
     DEFAULT_RECORDS,
     EvaluatorConfig,
+    Finalist,
     TuneProgress,
     TuneResult,
     TuningSession,
@@ -29,6 +30,7 @@ from .target import DLATarget
 __all__ = [
     "DEFAULT_RECORDS",
     "EvaluatorConfig",
+    "Finalist",
     "TuneProgress",
     "TuneResult",
     "TuningSession",
@@ -56,6 +58,7 @@ def tune(
     build_timeout_s: float = 60.0,
     run_timeout_s: float = 30.0,
     final_repeat: int = 20,
+    finalists: int = 4,
     progress: Callable[[TuneProgress], None] | None = None,
     simulate: str | Path | Records | None = None,
     runner: Runner | str | None = None,
@@ -83,7 +86,12 @@ def tune(
         batch_size: candidates proposed, built and measured per round.
         number, repeat, min_repeat_ms: ``time_evaluator`` settings for each trial; the latency
             is the median of ``repeat`` means of ``number`` calls.
-        final_repeat: repeats for re-measuring the best kernel at the end.
+        final_repeat: repeats for re-measuring each finalist at the end.
+        finalists: the ``finalists`` fastest distinct candidates of the records are
+            re-measured side by side at the end (interleaved rounds, outputs checked again) and
+            the fastest re-measured one is returned, so that the result is not merely the
+            luckiest timing of the tune (``TuneResult.finalists`` lists them); 1 re-measures
+            only the tuning-time best.
         progress: called after each round with a :class:`TuneProgress`.
         simulate: simulation mode (as in Kernel Tuner): a records database (path or Records)
             whose trials of this compute and target are replayed instead of building and running
@@ -135,6 +143,7 @@ def tune(
             build_timeout_s=build_timeout_s,
             run_timeout_s=run_timeout_s,
             final_repeat=final_repeat,
+            finalists=finalists,
         ),
         simulate=simulate,
         runner=runner,

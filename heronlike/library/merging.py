@@ -72,7 +72,6 @@ def merge(sources: Sequence[str | Path], output: str | Path) -> MergeSummary:
                 added = skipped = 0
                 run_map: dict[int, int] = {}
                 seen: dict[tuple[str, str], set[tuple[object, ...]]] = {}
-                next_index: dict[tuple[str, str], int] = {}
                 for wk, tk, desc, text in conn.execute(
                     "SELECT workload_key, target_key, description, compute_text FROM workloads"
                 ):
@@ -83,7 +82,6 @@ def merge(sources: Sequence[str | Path], output: str | Path) -> MergeSummary:
                     pair = (rec.workload_key, rec.target_key)
                     if pair not in seen:
                         seen[pair] = {_key(r) for r in out.trials(*pair)}
-                        next_index[pair] = out.next_trial_index(*pair)
                     if _key(rec) in seen[pair]:
                         skipped += 1
                         continue
@@ -94,9 +92,7 @@ def merge(sources: Sequence[str | Path], output: str | Path) -> MergeSummary:
                             run_map[run_id] = _copy_run(conn, out, int(run_id), str(src))
                             summary.runs += 1
                         new_run = run_map[run_id]
-                    rec = TrialRecord(**{**rec.__dict__, "trial_index": next_index[pair]})
-                    out.add(rec, new_run)
-                    next_index[pair] += 1
+                    out.append(rec, new_run)  # renumbered after the trials already there
                     seen[pair].add(_key(rec))
                     added += 1
             finally:

@@ -365,8 +365,8 @@ def import_results(
     Each trial gets the candidate's workload and target keys, assignment, latency (``None``
     unless it succeeded), error kind and message, the bundle's ``build_s``, the GPU side's
     ``run_s``, the seed and explorer of the candidate or else of the bundle (default explorer
-    ``"bundle"``, default seed the workload's input seed), and ``trial_index =
-    records.next_trial_index(...)``. A candidate whose (workload, target, assignment) is
+    ``"bundle"``, default seed the workload's input seed), and the next free trial index
+    (:meth:`~heronlike.records.Records.append`). A candidate whose (workload, target, assignment) is
     already recorded is skipped and counted, so importing twice adds nothing the second time.
     Workloads are registered (idempotently) with their label and ``compute_text``.
 
@@ -422,7 +422,7 @@ def import_results(
             if akey in known[(wk, tk)]:
                 summary.skipped += 1
                 continue
-            db.add(
+            db.append(
                 TrialRecord(
                     workload_key=wk,
                     target_key=tk,
@@ -436,7 +436,7 @@ def import_results(
                     run_s=m.run_s,
                     seed=int(_first(cand.get("seed"), bundle.get("seed"), wl["seed"])),
                     explorer=str(_first(cand.get("explorer"), bundle.get("explorer"), "bundle")),
-                    trial_index=db.next_trial_index(wk, tk),
+                    trial_index=-1,  # allocated by append
                 ),
                 run_id=run_id,
             )

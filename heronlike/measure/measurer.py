@@ -11,6 +11,7 @@ it would have meant on the machine that recorded the trials.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -201,25 +202,62 @@ class HardwareMeasurer:
 
         Never raises for a failing candidate: the failure is in the result.
         """
-        try:
-            mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
-        except Exception as err:  # noqa: BLE001 - reported, not raised
-            return FinalMeasurement(None, None, ErrorKind.SCHEDULE, short_error(err))
-        (built,) = self.builder.build(
-            [BuildInput(mod_json, self.tvm_target, self.build_options, dict(assignment))]
-        )
-        if not built.ok:
-            return FinalMeasurement(None, None, built.error_kind, built.error_msg)
-        self.runner.repeat = repeat
+        return self.finish_many([assignment], repeat, rounds=1)[0]
+
+    def finish_many(
+        self, assignments: Sequence[Mapping[str, int]], repeat: int, rounds: int = 4
+    ) -> list[FinalMeasurement]:
+        """Rebuild the finalists and re-measure them side by side: ``rounds`` rounds, each
+        running every finalist once (the order rotated from round to round) with
+        ``ceil(repeat / rounds)`` measurements of at least 10 calls, so that a slow spell of
+        the machine falls on all of them alike; outputs are checked again in every round.
+
+        Returns:
+            One :class:`FinalMeasurement` per assignment, in order: ``latency_s`` is the median
+            (seconds) of all its measurements over the rounds; a finalist that fails in a
+            round is dropped from the later ones and keeps that failure.
+
+        Never raises for a failing candidate: the failure is in its result.
+        """
+        out: list[FinalMeasurement | None] = [None] * len(assignments)
+        inputs: dict[int, BuildInput] = {}
+        for i, assignment in enumerate(assignments):
+            try:
+                mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
+            except Exception as err:  # noqa: BLE001 - reported, not raised
+                out[i] = FinalMeasurement(None, None, ErrorKind.SCHEDULE, short_error(err))
+                continue
+            inputs[i] = BuildInput(mod_json, self.tvm_target, self.build_options, dict(assignment))
+        built = dict(zip(inputs, self.builder.build(list(inputs.values())), strict=True))
+        artifacts: dict[int, RunInput] = {}
+        for i, b in built.items():
+            if b.ok:
+                artifacts[i] = self._run_input(str(b.artifact_path), b.info, final=True)
+            else:
+                out[i] = FinalMeasurement(None, None, b.error_kind, b.error_msg)
+        self.runner.repeat = max(1, -(-repeat // rounds))
         self.runner.number = max(self.runner.number, 10)
-        (res,) = self.runner.run(
-            [self._run_input(str(built.artifact_path), built.info, final=True)]
-        )
-        _remove(str(built.artifact_path))
-        if res.ok:
-            return FinalMeasurement(res.latency_s, True, None, None)
-        correct = False if res.error_kind == ErrorKind.WRONG_RESULT else None
-        return FinalMeasurement(None, correct, res.error_kind, res.error_msg)
+        timings: dict[int, list[float]] = {i: [] for i in artifacts}
+        try:
+            for r in range(rounds):
+                alive = [i for i in artifacts if out[i] is None]
+                if not alive:
+                    break
+                order = alive[r % len(alive) :] + alive[: r % len(alive)]
+                results = self.runner.run([artifacts[i] for i in order])
+                for i, res in zip(order, results, strict=True):
+                    if res.ok:
+                        timings[i].extend(res.latencies_s or (res.latency_s,))  # type: ignore[arg-type]
+                    else:
+                        correct = False if res.error_kind == ErrorKind.WRONG_RESULT else None
+                        out[i] = FinalMeasurement(None, correct, res.error_kind, res.error_msg)
+        finally:
+            for a in artifacts.values():
+                _remove(a.artifact_path)
+        for i, times in timings.items():
+            if out[i] is None:
+                out[i] = FinalMeasurement(statistics.median(times), True, None, None)
+        return [m for m in out if m is not None]
 
     def close(self) -> None:
         self.builder.close()
