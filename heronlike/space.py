@@ -15,7 +15,7 @@ from tvm import s_tir
 
 from .csp import CSP
 from .dag import ComputeDAG
-from .errors import InfeasibleSpaceError
+from .errors import InfeasibleSpaceError, UnsupportedComputeError
 from .intrinsic import IntrinsicMatch
 from .target import DLATarget, get_target
 from .template import PackedLayout, Template
@@ -144,11 +144,16 @@ def generate_space(compute: Any, target: str | DLATarget | Mapping[str, Any]) ->
         InvalidComputeError, UnsupportedDtypeError, UnsupportedShapeError,
         NoTensorizableStageError, UnknownTargetError: see :mod:`heronlike.errors`.
         InfeasibleSpaceError: if the rules produce a space without knobs on a tiled stage.
+        UnsupportedComputeError: every stage is a scalar (nothing to schedule).
     """
     from heronlike.rules.base import RuleContext, generate
 
     logical = compute if isinstance(compute, ComputeDAG) else ComputeDAG.from_compute(compute)
     tgt = get_target(target)
+    if all(a.extent == 1 for st in logical.stages for a in st.axes):
+        raise UnsupportedComputeError(
+            "every stage computes a scalar (no loop to schedule); TVM's lowering is all it needs"
+        )
     normal = tgt.normalize(logical)
     dag = logical if normal is None else ComputeDAG(normal, logical.outputs)
     ctx = RuleContext(dag, tgt)

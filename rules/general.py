@@ -52,6 +52,12 @@ def epilogue_anchor(ctx: RuleContext, stage: str) -> str | None:
     """The one tiled reduction an element-wise output ``stage`` consumes, looking through
     stages that get inlined into it; None if there is not exactly one, or if that reduction
     (or an inlined stage in between) feeds anything else."""
+    found = _epilogue(ctx, stage)
+    return found[0] if found is not None else None
+
+
+def _epilogue(ctx: RuleContext, stage: str) -> tuple[str, set[str]] | None:
+    """:func:`epilogue_anchor` and the stages inlined on the way to it."""
     anchors: set[str] = set()
     chain: set[str] = set()
     todo = list(ctx.dag.producers(stage))
@@ -72,14 +78,15 @@ def epilogue_anchor(ctx: RuleContext, stage: str) -> str | None:
     for s in chain | {anchor}:
         if not set(ctx.dag.consumers(s)) <= allowed:
             return None
-    return anchor
+    return anchor, chain
 
 
 class FuseEpilogue(Rule):
     """Condition: an element-wise output stage whose producers (through inlined element-wise
-    stages) are exactly one tiled reduction (:func:`epilogue_anchor`). Apply: make it that
-    reduction's write-back, so :class:`~heronlike.rules.tiling.MultiLevelTiling` computes it at
-    the reduction's ``S0`` or ``S1`` tile (``reverse_compute_at``, C4). Ends the stage."""
+    stages) are exactly one tiled reduction (:func:`epilogue_anchor`). Apply: inline the
+    element-wise stages in between, and make the output stage that reduction's write-back, so
+    :class:`~heronlike.rules.tiling.MultiLevelTiling` computes it at the reduction's ``S0`` or
+    ``S1`` tile (``reverse_compute_at``, C4). Ends the stage."""
 
     name = "FuseEpilogue"
 
@@ -93,8 +100,17 @@ class FuseEpilogue(Rule):
         )
 
     def apply(self, ctx: RuleContext, stage: str) -> None:
-        anchor = epilogue_anchor(ctx, stage)
-        assert anchor is not None
+        found = _epilogue(ctx, stage)
+        assert found is not None
+        anchor, chain = found
+        # inline the element-wise stages on the way now: ``reverse_compute_at`` needs every
+        # producer of the epilogue under the reduction's loops, and a stage that reads only
+        # inputs (the dequantized residual of a quantized layer) comes after the reduction in
+        # the output-first walk, too late (AlwaysInline then skips it)
+        for p in sorted(chain):
+            if not ctx.states[p].inlined:
+                ctx.step("compute_inline", ctx.block(p))
+                ctx.states[p].inlined = True
         ctx.states[anchor].write_back = ctx.block(stage)
 
     def next(self, ctx: RuleContext, stage: str) -> bool:

@@ -26,6 +26,7 @@ class AlwaysInline(Rule):
         return (
             s.is_injective
             and not s.is_output
+            and not ctx.states[stage].inlined
             and stage not in ctx.matches
             and bool(ctx.dag.consumers(stage))
             and not feeds_intrinsic(ctx, stage)

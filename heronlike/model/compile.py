@@ -35,6 +35,7 @@ from ..errors import LibraryFormatError, ModelInputError
 from ..records import Records, current_versions
 from ..target import DLATarget
 from .pipeline import build
+from .quantize import QUANTIZE_ATTR
 from .tasks import ModelTask, fused_module, tasks_of
 
 __all__ = ["CompiledModel", "KernelChoice", "compile_model", "load"]
@@ -85,6 +86,9 @@ class CompiledModel:
             manifest has none).
         target_key: the heronlike target it was built for.
         executable: the ``relax.VMExecutable``.
+        quantization: for a quantized model, the layers turned into integer compute
+            (``"integer"``) and those left in float with the reason (``"float"``)
+            (:func:`heronlike.model.quantize.rewrite_qdq`); empty otherwise.
     """
 
     def __init__(
@@ -94,8 +98,10 @@ class CompiledModel:
         *,
         choices: Sequence[KernelChoice] = (),
         target_key: str = "",
+        quantization: Mapping[str, list[str]] | None = None,
     ) -> None:
         self.executable = executable
+        self.quantization = dict(quantization or {})
         self.inputs = list(inputs)
         self.choices = list(choices)
         self.target_key = target_key
@@ -170,6 +176,7 @@ class CompiledModel:
             "target": self.target_key,
             "inputs": [asdict(i) for i in self.inputs],
             "choices": [asdict(c) for c in self.choices],
+            "quantization": self.quantization,
             "versions": current_versions(),
         }
         _manifest_path(path).write_text(json.dumps(manifest, indent=1))
@@ -182,6 +189,14 @@ class CompiledModel:
             lat = f"{c.latency_s * 1e6:10.1f} us" if c.latency_s is not None else " " * 13
             why = f"  ({c.reason})" if c.reason else ""
             lines.append(f"  {c.source:7s} x{c.weight:<3d}{lat}  {c.task}{why}")
+        q = self.quantization
+        if q:
+            lines.append(
+                f"quantized layers: {len(q.get('integer', []))} to integer compute, "
+                f"{len(q.get('float', []))} left in float"
+            )
+            lines += [f"  integer  {r}" for r in q.get("integer", [])]
+            lines += [f"  float    {r}" for r in q.get("float", [])]
         return "\n".join(lines)
 
 
@@ -209,7 +224,13 @@ def load(path: str | Path) -> CompiledModel:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LibraryFormatError(f"{mpath}: cannot read the model manifest ({exc})") from None
     executable = tvm.runtime.load_module(str(path))
-    return CompiledModel(executable, inputs, choices=choices, target_key=manifest.get("target", ""))
+    return CompiledModel(
+        executable,
+        inputs,
+        choices=choices,
+        target_key=manifest.get("target", ""),
+        quantization=manifest.get("quantization"),
+    )
 
 
 def compile_model(
@@ -239,7 +260,16 @@ def compile_model(
     mod, tgt = fused_module(model, target, shapes=shapes)
     tasks = tasks_of(mod, tgt)
     mod, choices = schedule_module(mod, tasks, records, seed=seed)
-    return CompiledModel(build(mod, tgt), input_specs(mod), choices=choices, target_key=tgt.key)
+    quantization = (
+        json.loads(str(mod.attrs[QUANTIZE_ATTR])) if QUANTIZE_ATTR in (mod.attrs or {}) else None
+    )
+    return CompiledModel(
+        build(mod, tgt),
+        input_specs(mod),
+        choices=choices,
+        target_key=tgt.key,
+        quantization=quantization,
+    )
 
 
 def input_specs(mod: tvm.IRModule) -> list[InputSpec]:
@@ -284,7 +314,12 @@ def schedule_module(
                     choice.reason = "CP-SAT found no assignment in 10 s"
                     continue
                 choice.source = "default"
-            kernel = task.space.apply(assignment).mod["main"]
+            try:
+                kernel = task.space.apply(assignment).mod["main"]
+            except Exception as exc:  # noqa: BLE001 - a rule bug must not stop the model
+                choice.source, choice.latency_s = "tvm", None
+                choice.reason = f"the schedule failed to apply ({type(exc).__name__}: {exc})"
+                continue
             for name in task.functions:
                 replace[name] = (kernel, task.space)
     finally:

@@ -16,6 +16,7 @@ target (``-mcpu``, ``-num-cores``): a VNNI kernel compiled for plain ``llvm`` ab
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import tvm
@@ -24,6 +25,7 @@ from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
 from ..errors import ModelCompileError
 from ..target import DLATarget
+from .quantize import QUANTIZE_ATTR, describe, rewrite_qdq
 
 __all__ = ["CONV_LAYOUTS", "build", "fuse"]
 
@@ -46,6 +48,10 @@ def fuse(mod: tvm.IRModule, target: DLATarget) -> tvm.IRModule:
     Args:
         mod: a Relax ``IRModule`` with a ``main`` (:mod:`heronlike.model.importers`).
         target: the heronlike target; its ``tvm_target()`` is the pass context's target.
+
+    Quantized layers in QDQ form become integer compute first (:func:`~heronlike.model.quantize.
+    rewrite_qdq`); what was rewritten and what stayed float is the module attribute
+    :data:`~heronlike.model.quantize.QUANTIZE_ATTR` (JSON), when the model has any.
 
     Returns:
         The fused module: ``main`` calls PrimFuncs through ``R.call_tir``; constants folded;
@@ -71,10 +77,14 @@ def fuse(mod: tvm.IRModule, target: DLATarget) -> tvm.IRModule:
         relax.transform.DeadCodeElimination(),
     ]
     try:
+        mod, report = rewrite_qdq(mod)
         with tvm.target.Target(target.tvm_target()):
-            return tvm.transform.Sequential(passes)(mod)
+            out = tvm.transform.Sequential(passes)(mod)
     except tvm.error.TVMError as exc:
         raise ModelCompileError(f"Relax's fusion pipeline failed: {_last_lines(exc)}") from exc
+    if report.rewritten or report.kept_float:
+        out = out.with_attr(QUANTIZE_ATTR, json.dumps(describe(report)))
+    return out
 
 
 def build(mod: tvm.IRModule, target: DLATarget) -> Any:

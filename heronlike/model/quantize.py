@@ -1,0 +1,444 @@
+"""Quantized models onto integer compute: QDQ patterns rewritten into u8 x s8 -> s32 stages.
+
+An ONNX model quantized by ONNX Runtime's ``quantize_static`` (QDQ format), or any Relax module
+in that form, reaches Relax as ``dequantize`` -> float ``conv2d`` / ``matmul`` (+ bias) ->
+``quantize``: float32 compute, which no integer intrinsic can take. :func:`rewrite_qdq` turns each
+such group into one integer stage, the standard integer-arithmetic-only form of a quantized
+layer (Jacob et al., "Quantization and Training of Neural Networks for Efficient
+Integer-Arithmetic-Only Inference", CVPR 2018, §2.2-2.4):
+
+* ``acc = conv2d / matmul(x_q, w_q, out_dtype="int32")``: u8 activations times s8 weights,
+  accumulated in int32 (what ``vpdpbusd`` computes on DL Boost); a padded convolution pads
+  ``x_q`` with its zero point, which is what zero padding of the dequantized float input means;
+* ``acc + (b_q - z_x * sum_k w_q)``: the activation zero point through a compensation term
+  precomputed per output channel from the constant weights, folded with the int32 bias
+  (ONNX Runtime quantizes the bias with scale ``s_x * s_w``);
+* the requantise epilogue ``quantize(float(acc') * (s_x * s_w / s_y), 1, z_y)``: round to nearest,
+  add the output zero point, clip, cast; a ReLU or clip between the layer and its ``quantize``
+  is applied to the scaled value.
+
+s8 activations (symmetric quantization, PyTorch PT2E) take the usual +128 shift to u8, with the
+zero point moved by 128, which is exact. Weights must be constants with a zero point of 0 (ONNX
+Runtime's s8 weights are symmetric); the activation scale and zero point must be per tensor.
+Groups that do not match (a u8 x u8 product of two activations, a grouped convolution, weights
+with a zero point ...) stay float and are named in the :class:`QuantizeReport`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+__all__ = ["QUANTIZE_ATTR", "QuantizeReport", "describe", "rewrite_qdq"]
+
+#: the fused module's attribute holding :func:`describe` of the report, as JSON
+QUANTIZE_ATTR = "heronlike.quantized"
+
+
+@dataclass
+class QuantizeReport:
+    """What :func:`rewrite_qdq` did.
+
+    Attributes:
+        rewritten: one line per layer turned into integer compute (operator, shapes).
+        kept_float: one line per quantized-looking layer left in float, with the reason.
+    """
+
+    rewritten: list[str] = field(default_factory=list)
+    kept_float: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """A few human-readable lines."""
+        lines = [f"{len(self.rewritten)} quantized layers to integer compute"]
+        lines += [f"  integer: {r}" for r in self.rewritten]
+        lines += [f"  float:   {r}" for r in self.kept_float]
+        return "\n".join(lines)
+
+
+class _NoMatch(Exception):
+    """A group is not the QDQ pattern; the message says why (for the report)."""
+
+
+def _op(expr: Any) -> str:
+    return getattr(getattr(expr, "op", None), "name", "")
+
+
+def _const(expr: Any) -> np.ndarray | None:
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
+
+
+def _shape(expr: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in expr.ty.shape.values)
+
+
+def _dtype(expr: Any) -> str:
+    return str(expr.ty.dtype)
+
+
+@dataclass
+class _Dequantize:
+    """``dequantize(data, scale, zero_point, axis)`` with constant scale and zero point."""
+
+    data: Any
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+
+def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
+    """Rewrite every ``dequantize -> conv2d / matmul (+ bias) (+ ReLU / clip) -> quantize`` group
+    of ``mod``'s Relax functions into integer compute (see the module docstring).
+
+    Args:
+        mod: a Relax ``IRModule`` as imported (before constant folding, so the weights'
+            ``dequantize`` of constants is still there).
+
+    Returns:
+        ``(module, report)``: the rewritten module (unchanged when nothing matched; the float
+        originals of rewritten groups are removed by dead-code elimination) and what was done.
+    """
+    report = QuantizeReport()
+    lowered: list[str] = []  # quantize / dequantize spelt out element-wise
+    builder = relax.BlockBuilder(mod)
+
+    @relax.expr_functor.mutator
+    class Rewriter(relax.PyExprMutator):
+        def __init__(self, m: tvm.IRModule) -> None:
+            super().__init__(m)
+            self.defs: dict[Any, Any] = {}
+
+        def visit_var_binding_(self, binding: relax.VarBinding) -> None:  # noqa: N802
+            self.defs[binding.var] = binding.value
+            super().visit_var_binding_(binding)
+
+        def resolve(self, expr: Any) -> Any:
+            while isinstance(expr, relax.Var) and expr in self.defs:
+                expr = self.defs[expr]
+            return expr
+
+        def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: N802 - TVM's name
+            if _op(call) == "relax.quantize":
+                try:
+                    return self.integer_layer(call)
+                except _NoMatch as why:
+                    if str(why):
+                        report.kept_float.append(str(why))
+            if _op(call) == "relax.matmul" and str(call.attrs.out_dtype) == "int32":
+                try:
+                    return self.integer_matmul(call)
+                except _NoMatch as why:
+                    if str(why):
+                        report.kept_float.append(str(why))
+            call = super().visit_call_(call)
+            return self.elementwise(call)
+
+        def widened(self, expr: Any) -> tuple[Any, Any]:
+            """``subtract(astype(q, int32), astype(z, int32))`` (ONNX ``MatMulInteger`` as
+            imported) -> ``(q, z)``; an int8/uint8 ``q`` itself -> ``(q, None)``."""
+            e = self.resolve(expr)
+            if _op(e) == "relax.subtract":
+                q, z = (self.resolve(a) for a in e.args)
+                if _op(q) == "relax.astype" and _op(z) == "relax.astype":
+                    q_in, z_in = q.args[0], z.args[0]
+                    if _dtype(q_in) in ("uint8", "int8"):
+                        return q_in, z_in
+            if _op(e) == "relax.astype" and _dtype(e.args[0]) in ("uint8", "int8"):
+                return e.args[0], None  # widened without a zero point
+            if _dtype(e) in ("uint8", "int8"):
+                return expr, None
+            raise _NoMatch("")
+
+        def integer_matmul(self, call: relax.Call) -> relax.Expr:
+            """An integer matmul in 8-bit operands -> u8 x s8 -> s32 with its compensation:
+            ``MatMulInteger`` (both operands widened to int32 minus their zero points, which
+            gives int32 x int32), and s8 x s8 (``torch._int_mm``), whose left operand takes the
+            +128 shift. Exact in int32."""
+            where = f"matmul {list(_shape(call))}"
+            (x, z_x), (w, z_w) = (self.widened(a) for a in call.args)
+            if z_w is not None:
+                zw = _const(self.resolve(z_w))
+                if zw is None or np.any(zw != 0):
+                    raise _NoMatch(f"{where}: the right operand's zero point is not 0")
+            if _dtype(w) != "int8":
+                raise _NoMatch(f"{where}: the right operand is {_dtype(w)}, not int8")
+            if z_x is None and _dtype(x) == "uint8" and call.args[0] is x:
+                raise _NoMatch("")  # already u8 x s8
+            bb = self.builder_
+            x_new, w_new = self.visit_expr(x), self.visit_expr(w)
+            shift = 0
+            if _dtype(x) == "int8":
+                wide = bb.emit(
+                    relax.op.add(relax.op.astype(x_new, "int16"), relax.const(128, "int16"))
+                )
+                x_new, shift = bb.emit(relax.op.astype(wide, "uint8")), 128
+            acc = bb.emit(relax.op.matmul(x_new, w_new, out_dtype="int32"))
+            # sum_k w[k, n], from the constant at compile time when it is one
+            w_const = _const(self.resolve(w))
+            if w_const is not None:
+                colsum = relax.const(w_const.astype(np.int64).sum(axis=-2).astype(np.int32))
+            else:
+                colsum = bb.emit(relax.op.sum(relax.op.astype(w_new, "int32"), axis=[-2]))
+            zero = relax.const(np.int32(shift), "int32")
+            if z_x is not None:
+                zero = bb.emit(relax.op.add(relax.op.astype(self.visit_expr(z_x), "int32"), zero))
+            elif shift == 0:
+                return acc
+            report.rewritten.append(f"{where}: {_dtype(x)} x s8 -> s32 (integer matmul)")
+            return relax.op.subtract(acc, bb.emit(relax.op.multiply(zero, colsum)))
+
+        def elementwise(self, call: relax.Call) -> relax.Expr:
+            """A per-tensor ``quantize`` / ``dequantize`` left (residual adds, pooling ...)
+            spelt out in element-wise operators, which ConvertLayout passes through (it stops
+            at quantize and dequantize with transposes) and FuseOps fuses."""
+            kind = _op(call)
+            if kind not in ("relax.quantize", "relax.dequantize"):
+                return call
+            scale, zp = _const(self.resolve(call.args[1])), _const(self.resolve(call.args[2]))
+            if scale is None or zp is None or scale.size != 1 or zp.size != 1:
+                return call
+            bb, x = self.builder_, call.args[0]
+            lowered.append(kind)
+            s = relax.const(np.float32(scale.reshape(())), "float32")
+            z = relax.const(np.float32(zp.reshape(())), "float32")
+            out_dtype = str(call.attrs.out_dtype)
+            if kind == "relax.dequantize":
+                x = bb.emit(relax.op.astype(x, "float32"))
+                x = bb.emit(relax.op.subtract(x, z))
+                return relax.op.astype(relax.op.multiply(x, s), out_dtype)
+            if "int" not in out_dtype:
+                return call
+            x = bb.emit(relax.op.round(bb.emit(relax.op.divide(x, s))))
+            return _saturate(bb, bb.emit(relax.op.add(x, z)), out_dtype)
+
+        # -- matching --------------------------------------------------------------------
+
+        def dequantize(self, expr: Any) -> _Dequantize | None:
+            expr = self.resolve(expr)
+            if _op(expr) != "relax.dequantize":
+                return None
+            scale, zp = _const(self.resolve(expr.args[1])), _const(self.resolve(expr.args[2]))
+            if scale is None or zp is None:
+                return None
+            # the data stays a variable (an activation) unless it is bound to a constant
+            data = expr.args[0]
+            if isinstance(self.resolve(data), tvm.ir.expr.Constant):
+                data = self.resolve(data)
+            return _Dequantize(data, scale, zp, int(expr.attrs.axis))
+
+        def integer_layer(self, q: relax.Call) -> relax.Expr:
+            out_scale = _const(self.resolve(q.args[1]))
+            out_zp = _const(self.resolve(q.args[2]))
+            if out_scale is None or out_zp is None or out_scale.size != 1:
+                raise _NoMatch("")
+            expr = self.resolve(q.args[0])
+            clip: tuple[float, float] | None = None
+            if _op(expr) == "relax.nn.relu":
+                clip, expr = (0.0, float("inf")), self.resolve(expr.args[0])
+            elif _op(expr) == "relax.clip":
+                lo, hi = (float(_scalar(self.resolve(a))) for a in expr.args[1:3])
+                clip, expr = (lo, hi), self.resolve(expr.args[0])
+            bias = None
+            if _op(expr) == "relax.add":
+                a, b = (self.resolve(x) for x in expr.args)
+                if _op(a) not in ("relax.nn.conv2d", "relax.matmul"):
+                    a, b = b, a
+                expr, bias = a, b
+            kind = _op(expr)
+            if kind not in ("relax.nn.conv2d", "relax.matmul"):
+                raise _NoMatch("")
+            where = f"{kind.removeprefix('relax.').removeprefix('nn.')} {list(_shape(expr))}"
+            x = self.dequantize(expr.args[0])
+            w_expr = self.resolve(expr.args[1])
+            transpose = False
+            if kind == "relax.matmul" and _op(w_expr) == "relax.permute_dims":
+                axes = w_expr.attrs.axes
+                if axes is None or [int(i) for i in axes] != [1, 0]:
+                    raise _NoMatch(f"{where}: the weight is permuted other than a transpose")
+                transpose, w_expr = True, self.resolve(w_expr.args[0])
+            w = self.dequantize(w_expr)
+            if x is None or w is None:
+                raise (
+                    _NoMatch(f"{where}: an operand is not dequantized") if x or w else _NoMatch("")
+                )
+            w_q = _const(w.data)
+            if w_q is None:
+                raise _NoMatch(f"{where}: both operands are activations (no constant weight)")
+            if w_q.dtype != np.int8 or np.any(w.zero_point != 0):
+                raise _NoMatch(f"{where}: the weight is not s8 with zero point 0")
+            if x.scale.size != 1 or x.zero_point.size != 1:
+                raise _NoMatch(f"{where}: the activation is quantized per channel")
+            if _dtype(x.data) not in ("uint8", "int8"):
+                raise _NoMatch(f"{where}: the activation is {_dtype(x.data)}")
+            if kind == "relax.nn.conv2d":
+                return self.conv2d(q, expr, x, w, w_q, bias, clip, out_scale, out_zp, where)
+            if w_q.ndim != 2:
+                raise _NoMatch(f"{where}: the weight is not a matrix")
+            w_kn = w_q.T if transpose else w_q
+            w_axis = 1 if (w.axis in (0, -2) and transpose) or w.axis in (1, -1) else 0
+            if w.scale.size > 1 and w_axis != 1:
+                raise _NoMatch(f"{where}: the weight is quantized along its reduction axis")
+            return self.matmul(
+                q, x, w, np.ascontiguousarray(w_kn), bias, clip, out_scale, out_zp, where
+            )
+
+        # -- emitting --------------------------------------------------------------------
+
+        def activation(self, x: _Dequantize) -> tuple[relax.Expr, int]:
+            """The activation as u8 and its zero point (s8 shifted by +128)."""
+            data, zp = self.visit_expr(x.data), int(x.zero_point.reshape(()))
+            if _dtype(x.data) == "int8":
+                wide = self.builder_.emit(relax.op.astype(data, "int16"))
+                wide = self.builder_.emit(relax.op.add(wide, relax.const(128, "int16")))
+                data, zp = self.builder_.emit(relax.op.astype(wide, "uint8")), zp + 128
+            return data, zp
+
+        def bias_of(self, bias: Any, channels: int, scale_in: np.ndarray, where: str):
+            """(int32 bias added to the accumulator, float bias added after scaling)."""
+            if bias is None:
+                return np.zeros(channels, np.int64), None
+            dq = self.dequantize(bias)
+            if dq is None and _op(bias) == "relax.reshape":
+                dq = self.dequantize(bias.args[0])
+            if dq is not None and _const(dq.data) is not None and not np.any(dq.zero_point):
+                b_q = _const(dq.data).reshape(-1).astype(np.int64)
+                if b_q.size == channels and np.allclose(
+                    np.broadcast_to(dq.scale.reshape(-1), (channels,)), scale_in, rtol=1e-5
+                ):
+                    return b_q, None
+                return np.zeros(channels, np.int64), (b_q * dq.scale.reshape(-1)).astype(np.float32)
+            b = _const(bias)
+            if b is None and _op(bias) == "relax.reshape":
+                b = _const(self.resolve(bias.args[0]))
+            if b is None or b.size != channels:
+                raise _NoMatch(f"{where}: the bias is not a constant per output channel")
+            return np.zeros(channels, np.int64), b.reshape(-1).astype(np.float32)
+
+        def requantize(
+            self,
+            acc: relax.Expr,
+            correction: np.ndarray,
+            float_bias: np.ndarray | None,
+            scale_in: np.ndarray,
+            out_scale: np.ndarray,
+            out_zp: np.ndarray,
+            clip: tuple[float, float] | None,
+            channel_shape: tuple[int, ...],
+            out_dtype: str,
+        ) -> relax.Expr:
+            bb = self.builder_
+            if np.any(correction):
+                c = correction.astype(np.int32).reshape(channel_shape)
+                acc = bb.emit(relax.op.add(acc, relax.const(c, "int32")))
+            y = bb.emit(relax.op.astype(acc, "float32"))
+            s_y = float(out_scale.reshape(()))
+            mult = (scale_in.astype(np.float64) / s_y).astype(np.float32).reshape(channel_shape)
+            y = bb.emit(relax.op.multiply(y, relax.const(mult, "float32")))
+            if float_bias is not None:
+                fb = (float_bias / s_y).astype(np.float32).reshape(channel_shape)
+                y = bb.emit(relax.op.add(y, relax.const(fb, "float32")))
+            if clip is not None:  # monotone: before rounding, as the float model does
+                lo, hi = clip[0] / s_y, clip[1] / s_y
+                y = bb.emit(relax.op.maximum(y, relax.const(np.float32(lo), "float32")))
+                if np.isfinite(hi):
+                    y = bb.emit(relax.op.minimum(y, relax.const(np.float32(hi), "float32")))
+            # quantize(y, 1, z_y) spelt out in element-wise operators (round half to even,
+            # as TVM's quantize and ONNX's QuantizeLinear), which ConvertLayout passes through
+            # and FuseOps fuses into the layer's stage
+            y = bb.emit(relax.op.round(y))
+            y = bb.emit(relax.op.add(y, relax.const(np.float32(out_zp.reshape(())), "float32")))
+            return _saturate(bb, y, out_dtype)
+
+        def conv2d(self, q, conv, x, w, w_q, bias, clip, out_scale, out_zp, where):  # noqa: ANN001
+            attrs = conv.attrs
+            if int(attrs.groups) != 1:
+                raise _NoMatch(f"{where}: a grouped convolution")
+            if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
+                raise _NoMatch(f"{where}: layout {attrs.data_layout}/{attrs.kernel_layout}")
+            out_c = w_q.shape[0]
+            s_w = np.broadcast_to(w.scale.reshape(-1), (out_c,)).astype(np.float64)
+            scale_in = float(x.scale.reshape(())) * s_w
+            data, z_x = self.activation(x)
+            padding = [int(p) for p in attrs.padding]
+            if any(padding) and z_x != 0:  # zero padding of the float input is z_x here
+                top, left, bottom, right = padding
+                data = self.builder_.emit(
+                    relax.op.nn.pad(
+                        data, [0, 0, 0, 0, top, bottom, left, right], "constant", float(z_x)
+                    )
+                )
+                padding = [0, 0, 0, 0]
+            acc = self.builder_.emit(
+                relax.op.nn.conv2d(
+                    data,
+                    relax.const(w_q, "int8"),
+                    strides=[int(s) for s in attrs.strides],
+                    padding=padding,
+                    dilation=[int(d) for d in attrs.dilation],
+                    out_dtype="int32",
+                )
+            )
+            b_q, fb = self.bias_of(bias, out_c, scale_in, where)
+            comp = z_x * w_q.reshape(out_c, -1).astype(np.int64).sum(axis=1)
+            report.rewritten.append(f"{where}: u8 x s8 -> s32, zero point {z_x}")
+            return self.requantize(
+                acc,
+                b_q - comp,
+                fb,
+                scale_in,
+                out_scale,
+                out_zp,
+                clip,
+                (1, out_c, 1, 1),
+                str(q.attrs.out_dtype),
+            )
+
+        def matmul(self, q, x, w, w_kn, bias, clip, out_scale, out_zp, where):  # noqa: ANN001
+            n = w_kn.shape[1]
+            s_w = np.broadcast_to(w.scale.reshape(-1), (n,)).astype(np.float64)
+            scale_in = float(x.scale.reshape(())) * s_w
+            data, z_x = self.activation(x)
+            acc = self.builder_.emit(
+                relax.op.matmul(data, relax.const(w_kn, "int8"), out_dtype="int32")
+            )
+            b_q, fb = self.bias_of(bias, n, scale_in, where)
+            comp = z_x * w_kn.astype(np.int64).sum(axis=0)
+            report.rewritten.append(f"{where}: u8 x s8 -> s32, zero point {z_x}")
+            return self.requantize(
+                acc, b_q - comp, fb, scale_in, out_scale, out_zp, clip, (n,), str(q.attrs.out_dtype)
+            )
+
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            rewriter = Rewriter(builder.get())
+            builder.update_func(gv, rewriter.visit_expr(func))
+    if not report.rewritten and not lowered:
+        return mod, report  # not a quantized model
+    return relax.transform.DeadCodeElimination()(builder.get()), report
+
+
+def _saturate(bb: relax.BlockBuilder, y: relax.Expr, dtype: str) -> relax.Expr:
+    """``y`` (float, already rounded) clipped to ``dtype``'s range and cast to it."""
+    info = np.iinfo(dtype)
+    y = bb.emit(relax.op.maximum(y, relax.const(np.float32(info.min), "float32")))
+    y = bb.emit(relax.op.minimum(y, relax.const(np.float32(info.max), "float32")))
+    return relax.op.astype(y, dtype)
+
+
+def _scalar(expr: Any) -> float:
+    value = _const(expr)
+    if value is None:
+        prim = getattr(expr, "value", None)
+        if prim is None:
+            raise _NoMatch("")
+        return float(prim)
+    return float(value.reshape(()))
+
+
+def describe(report: QuantizeReport) -> Mapping[str, list[str]]:
+    """The report as a JSON-ready mapping (for a compiled model's manifest)."""
+    return {"integer": list(report.rewritten), "float": list(report.kept_float)}
