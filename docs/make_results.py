@@ -1,0 +1,952 @@
+"""Rebuild the results tables in README.md and docs/*.md from the CSVs in benchmarks/results/.
+
+A table in a Markdown file is the text between two markers::
+
+    <!-- BEGIN TABLE suite-default -->
+    ... generated: the table, then one line naming its CSV, machine, date and command ...
+    <!-- END TABLE suite-default -->
+
+Everything between the markers belongs to this script; everything outside them is prose. So a
+number in a table cannot drift from its CSV: change the CSV, run the script, and the docs follow.
+
+    .venv/bin/python docs/make_results.py            # rewrite the tables in place
+    .venv/bin/python docs/make_results.py --check    # exit 1 (and print a diff) if any would change
+    .venv/bin/python docs/make_results.py --list     # the registered tables and the files they read
+
+**Registering a new CSV** is one entry in :data:`TABLES`: a name (the one in the markers), the
+file glob(s) under ``benchmarks/results/``, the columns (a header and a format string over the
+CSV's columns, or a function of the row), and the command that reproduces it. Put the markers
+where the table should appear. A glob that matches no file renders a "not measured yet" line, so
+an entry may wait for its CSV; a column the CSV lacks is an error that names the columns it has.
+
+Format strings are Python's, over one CSV row, with three extras: an empty cell renders as "—",
+a negative number gets a true minus sign, and the conversions ``!k`` (× 1000: s → ms),
+``!m`` (÷ 1000: GFLOP/s → TFLOP/s) and ``!p`` (× 100: fraction → %) scale a number first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import difflib
+import json
+import math
+import os
+import re
+import statistics
+import string
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+
+Row = dict[str, Any]
+Cell = str | Callable[[Row], Any]
+
+MARKERS = re.compile(
+    r"<!-- BEGIN TABLE (?P<name>[\w.-]+) -->\n(?P<body>.*?)<!-- END TABLE (?P<end>[\w.-]+) -->",
+    re.S,
+)
+MINUS = "\u2212"
+
+# CPU signatures the CSVs record, and what those machines are (from the notes of their runs)
+KNOWN_CPUS = {
+    "family 25 model 1 stepping 1": "family 25 model 1: Zen 3, AVX2, no AVX-512",
+    "family 25 model 17 stepping 1": "family 25 model 17: Zen 4, AVX-512 VNNI",
+    "family 6 model 167 stepping 1": "family 6 model 167 under KVM: AVX-512 VNNI, AMX",
+}
+
+
+class TableError(Exception):
+    """A table cannot be rendered (a missing column, an unknown or unclosed marker)."""
+
+
+class _Empty(Exception):
+    """A cell reads an empty CSV value: it renders as "—"."""
+
+
+class _Blank(Exception):
+    """A summary row has no value for this column: the cell stays blank."""
+
+
+# ------------------------------------------------------------------------------------------------
+# reading and formatting
+
+
+def _parse(value: str | None) -> Any:
+    if value is None or value == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def read_csv(path: Path) -> list[Row]:
+    """The rows of a CSV, numbers parsed, with ``_file`` (its name) and ``_comment`` (the text of
+    its ``#`` lines, which some CSVs use to name their machine and date)."""
+    lines = path.read_text("utf-8").splitlines()
+    comment = " ".join(line.lstrip("# ") for line in lines if line.startswith("#")) or None
+    return [
+        {k: _parse(v) for k, v in row.items()} | {"_file": path.name, "_comment": comment}
+        for row in csv.DictReader(line for line in lines if not line.startswith("#"))
+    ]
+
+
+class _Formatter(string.Formatter):
+    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+        if key in kwargs:
+            return kwargs[key]
+        if kwargs.get("_summary"):
+            raise _Blank
+        if kwargs.get("_sparse"):  # a pivoted row: an entry not measured in this file
+            raise _Empty
+        have = ", ".join(k for k in kwargs if not k.startswith("_"))
+        raise TableError(f"no column {key!r} in {kwargs.get('_file')} (it has: {have})")
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        scale = {"k": 1e3, "m": 1e-3, "p": 1e2}.get(conversion or "")
+        if scale is None:
+            return super().convert_field(value, conversion)
+        return None if value is None else value * scale
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            raise _Empty
+        text = format(value, format_spec)
+        return text.replace("-", MINUS) if isinstance(value, int | float) else text
+
+
+FMT = _Formatter()
+
+
+def fmt(template: str, row: Row) -> str:
+    return FMT.vformat(template, (), row)
+
+
+def ci(key: str, spec: str = ".1f", conv: str = "", signed: bool = False) -> Callable[[Row], str]:
+    """A cell "mean [lo, hi]" from a pivoted summary entry ``row[key]`` (mean, ci_lo, ci_hi)."""
+    sign = "+" if signed else ""
+    c = f"!{conv}" if conv else ""
+    template = f"{{mean{c}:{sign}{spec}}} [{{ci_lo{c}:{sign}{spec}}}, {{ci_hi{c}:{sign}{spec}}}]"
+
+    def cell(row: Row) -> str:
+        return fmt(template, FMT.get_value(key, (), row))
+
+    return cell
+
+
+def tflops_diff(key: str) -> Callable[[Row], str]:
+    """A paired difference of GFLOP/s means, shown in TFLOP/s with its sign and CI."""
+    return ci(key, ".2f", "m", signed=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# the registry
+
+
+@dataclass(frozen=True)
+class Col:
+    header: str
+    value: Cell
+
+
+@dataclass(frozen=True)
+class Table:
+    """One generated table.
+
+    Attributes:
+        name: the name in its markers.
+        files: globs under ``benchmarks/results/``, in the order their rows appear.
+        columns: the table's columns.
+        command: the command that reproduces the CSV(s).
+        where: keeps a CSV row when true (applied before ``rows``).
+        rows: turns one file's rows into the table's rows (pivots, summaries); default: as read.
+        summary: rows appended after all files' rows (a geometric mean ...), computed from them.
+        machine: format strings naming the machine of a CSV row; the first that applies is used.
+        date: format strings of a row's date; the first that applies is used (none: the
+            machine's text already has it).
+    """
+
+    name: str
+    files: tuple[str, ...]
+    columns: tuple[Col, ...]
+    command: str
+    where: Callable[[Row], bool] | None = None
+    rows: Callable[[list[Row]], list[Row]] | None = None
+    summary: Callable[[list[Row]], list[Row]] | None = None
+    machine: tuple[str, ...] = ("{cpu_model} ({cpu_signature})", "{cpu_model}", "{cpu}")
+    date: tuple[str, ...] = ("{date:.10}", "{measured:.10}")
+
+    def paths(self) -> list[Path]:
+        out: list[Path] = []
+        for pattern in self.files:
+            out += [p for p in sorted(RESULTS.glob(pattern)) if p not in out]
+        return out
+
+
+def _first(templates: Iterable[str], row: Row) -> str | None:
+    for template in templates:
+        try:
+            return fmt(template, row)
+        except (TableError, _Empty):
+            continue
+    return None
+
+
+def _distinct(values: Iterable[str | None]) -> list[str]:
+    return list(dict.fromkeys(v for v in values if v))
+
+
+def _machine(text: str) -> str:
+    for signature, what in KNOWN_CPUS.items():
+        text = text.replace(signature, what)
+    return text
+
+
+def _cell(col: Col, row: Row) -> str:
+    try:
+        value = col.value(row) if callable(col.value) else fmt(col.value, row)
+    except _Empty:
+        return "" if row.get("_summary") else "—"
+    except _Blank:
+        return ""
+    if value is None:
+        return "—"
+    value = str(value)
+    return f"**{value}**" if row.get("_summary") and value else value
+
+
+def render(table: Table, doc: Path) -> str:
+    """The Markdown between ``table``'s markers in ``doc`` (links relative to ``doc``)."""
+    paths = table.paths()
+    if not paths:
+        globs = ", ".join(f"`{g}`" for g in table.files)
+        return f"_Not measured yet: no file in `benchmarks/results/` matches {globs}._\n"
+    rows: list[Row] = []
+    machines: list[str | None] = []
+    dates: list[str | None] = []
+    for path in paths:
+        raw = [r for r in read_csv(path) if table.where is None or table.where(r)]
+        machines += [_first(table.machine, r) for r in raw]
+        dates += [_first(table.date, r) for r in raw]
+        rows += table.rows(raw) if table.rows else raw
+    if table.summary:
+        rows += [r | {"_summary": True} for r in table.summary(rows)]
+    try:
+        cells = [[_cell(c, row) for c in table.columns] for row in rows]
+    except TableError as exc:
+        raise TableError(f"table {table.name}: {exc}") from None
+    for i, col in enumerate(table.columns):
+        values = [c[i] for c, r in zip(cells, rows) if not r.get("_summary")]
+        if values and all(v in ("", "—") for v in values):
+            raise TableError(f"table {table.name}: column {col.header!r} is empty in every row")
+    lines = [
+        "| " + " | ".join(c.header for c in table.columns) + " |",
+        "|" + "---|" * len(table.columns),
+        *("| " + " | ".join(c) + " |" for c in cells),
+    ]
+    links = ", ".join(
+        f"[`{p.relative_to(RESULTS)}`]({Path(os.path.relpath(p, doc.parent)).as_posix()})"
+        for p in paths
+    )
+    where = "; ".join(_machine(m) for m in _distinct(machines)) or "machine not recorded"
+    when = [", ".join(_distinct(dates)) or "date not recorded"] if table.date else []
+    source = " · ".join([f"Source: {links}", where, *when, f"reproduce: `{table.command}`"])
+    lines += ["", source]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# row transforms and summaries shared by several tables
+
+
+def pivot(by: str, keep: tuple[str, ...] = ()) -> Callable[[list[Row]], list[Row]]:
+    """One row per distinct ``keep`` values, with ``row[<value of by>]`` = that CSV row."""
+
+    def rows(raw: list[Row]) -> list[Row]:
+        out: dict[tuple, Row] = {}
+        for r in raw:
+            group = tuple(r[k] for k in keep)
+            first = {k: r[k] for k in keep} | {"_file": r["_file"], "_sparse": True}
+            out.setdefault(group, first)[r[by]] = r
+        return list(out.values())
+
+    return rows
+
+
+def geomean(label_col: str, label: str, cols: tuple[str, ...], where=None):
+    def summary(rows: list[Row]) -> list[Row]:
+        picked = [r for r in rows if where is None or where(r)]
+        out: Row = {label_col: label}
+        for c in cols:
+            vals = [r[c] for r in picked if isinstance(r.get(c), int | float)]
+            out[c] = math.exp(statistics.fmean(math.log(v) for v in vals)) if vals else None
+        return [out]
+
+    return summary
+
+
+def geomean_row_bold(raw: list[Row]) -> list[Row]:
+    """A CSV whose last row is its own geometric mean: show that row as a summary."""
+    return [r | {"_summary": True} if r.get("case") == "geomean" else r for r in raw]
+
+
+def both(*summaries):
+    return lambda rows: [r for s in summaries for r in s(rows)]
+
+
+SPACES = {  # file-name fragments of the search-efficiency CSVs -> the space's name
+    "gemm1024x1024x1024": "GEMM 1024³",
+    "bmm12x512x512x64": "BMM 12×512×512×64",
+    "c2d1x56x56x64x64x1x1x1x0x1": "C2D 1×56×56×64→64, 1×1",
+    "gemm512x512x512": "GEMM 512³",
+}
+
+
+def space_of(row: Row) -> str:
+    name = row["_file"]
+    for fragment, label in SPACES.items():
+        if f"-{fragment}-" in name:
+            return label
+    return "GEMM 256³"  # the first surrogate, recorded before the files named their space
+
+
+def _median(rows: list[Row], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def run_medians(raw: list[Row]) -> list[Row]:
+    """search_efficiency_runs.csv: per explorer, medians over seeds per op, invalid shares."""
+    notes = {"rand": "(RandSAT only)", "random": "(CRAND)"}
+    invalid = {"ga": ("invalid_children", "children", "of children invalid, discarded"),
+               "opevo": ("invalid_walks", "walks", "of walks invalid, walked again")}  # fmt: skip
+    budget, longest = min(r["trials"] for r in raw), max(r["trials"] for r in raw)
+    out = []
+    for explorer in dict.fromkeys(r["explorer"] for r in raw):
+        runs = [r for r in raw if r["explorer"] == explorer]
+        ops = list(dict.fromkeys(r["op"] for r in runs))
+        row: Row = {"_file": runs[0]["_file"], "explorer": explorer}
+        label = [f"`{explorer}`", notes.get(explorer, "")]
+        for op in ops:
+            mine = [r for r in runs if r["op"] == op]
+            at, final = _median(mine, "best_gops_at_trials"), _median(mine, "best_gops_final")
+            longer = any(r["trials"] > budget for r in mine)
+            row[op] = f"{at:.0f} / {final:.0f}" if longer else f"{at:.0f}"
+            row[f"{op} remeasured"] = f"{_median(mine, 'remeasured_gops'):.0f}"
+            row[f"{op} share"] = _median(mine, "explorer_share")
+        if explorer in invalid:
+            bad, total, what = invalid[explorer]
+            shares = []
+            for op in ops:
+                stats = [json.loads(r["stats"]) for r in runs if r["op"] == op]
+                shares.append(f"{sum(s[bad] for s in stats) / sum(s[total] for s in stats):.0%}")
+            label.append(f"({' / '.join(shares)} {what})")
+        if any(r["trials"] > budget for r in runs):
+            label.append(f"@{budget} / @{longest}")
+        row["label"] = " ".join(x for x in label if x)
+        row["share"] = " / ".join(f"{row[f'{op} share']:.1%}" for op in ops)
+        out.append(row)
+    return out
+
+
+def explorer_summary(raw: list[Row]) -> list[Row]:
+    """A search-efficiency summary CSV: one row per explorer and op, tuning-time and re-measured
+    mean best with 95% CIs (two budgets where the explorer ran longer)."""
+    out: dict[tuple, Row] = {}
+    for r in raw:
+        m = re.fullmatch(r"(\w+)@(\d+)( remeasured)?", r["what"])
+        if not m:
+            continue
+        row = out.setdefault((r["op"], m[1]), {"_file": r["_file"], "op": r["op"]})
+        row["label"] = f"`{m[1]}`"
+        if m[3]:
+            row["remeasured"] = fmt("{mean:.0f} [{ci_lo:.0f}, {ci_hi:.0f}]", r)
+        else:
+            row.setdefault("budgets", []).append((int(m[2]), r))
+    for row in out.values():
+        budgets = sorted(row.pop("budgets"))
+        last = budgets[-1][1]
+        means = " / ".join(fmt("{mean:.0f}", r) for _, r in budgets)
+        row["label"] += " " + " / ".join(f"@{n}" for n, _ in budgets)
+        row["tuning"] = means + fmt(" [{ci_lo:.0f}, {ci_hi:.0f}]", last)
+    return list(out.values())
+
+
+def surrogate_row(raw: list[Row]) -> list[Row]:
+    """A surrogate summary CSV as one row: CGA, CGA-1 at the budget, RAND at the largest one."""
+    (row,) = pivot("what")(raw)
+    budgets = sorted({int(k.split("@")[1]) for k in row if re.fullmatch(r"\w+@\d+", k)})
+    small, large = budgets[0], budgets[-1]
+    out = {
+        "_file": row["_file"],
+        "_sparse": True,
+        "space": space_of(row),
+        "seeds": raw[0]["seeds"],
+        "budget": small,
+        "rand budget": large,
+    }
+    for key, what in [("cga", f"cga@{small}"), ("cga1", f"cga1@{small}"),
+                      ("rand", f"rand@{large}"), ("opevo", f"opevo@{small}"),
+                      ("flextensor", f"flextensor@{small}"),
+                      ("cga - cga1", f"cga@{small} - cga1@{small}"),
+                      ("cga - rand", f"cga@{small} - rand@{large}")]:  # fmt: skip
+        if what in row:
+            out[key] = row[what]
+    return [out]
+
+
+def paired_row(raw: list[Row]) -> list[Row]:
+    """A summary CSV of one space, or its ``…_hardware.csv`` (the bests re-measured on the GPU),
+    as one row keyed by ``what`` with the trial budgets dropped (``cga@1000`` -> ``cga``)."""
+    if "kind" in raw[0]:
+        raw = [r for r in raw if r["kind"] == "summary"]
+    (row,) = pivot("what")(raw)
+    row = {re.sub(r"@\d+", "", k): v for k, v in row.items()}
+    where = "H100" if row["_file"].endswith("_hardware.csv") else "surrogate"
+    return [row | {"space": f"{space_of(row)}, {where}"}]
+
+
+def model_run(row: Row) -> str:
+    m = re.match(r"models_e2e-(\w+)-t(\d+)-", row["_file"])
+    name = {"resnet50": "ResNet-50", "bert": "BERT-base"}.get(m[1], m[1]) if m else row["_file"]
+    return f"{name} @{m[2]}" if m else name
+
+
+def sensitivity(raw: list[Row]) -> list[Row]:
+    out = []
+    for case in dict.fromkeys(r["case"] for r in raw):
+        mine = [r for r in raw if r["case"] == case]
+        low = min(mine, key=lambda r: r["kendall_tau"])
+        out.append(
+            {
+                "_file": low["_file"],
+                "case": case,
+                "variants": len(mine),
+                "median": statistics.median(r["kendall_tau"] for r in mine),
+                "lowest": low["kendall_tau"],
+                "lowest_variant": low["variant"],
+                "alone": min(
+                    (r for r in mine if re.search(r"\((low|high)\)$", r["variant"])),
+                    key=lambda r: r["kendall_tau"],
+                ),
+                "best_kept": sum(r["best_kept"] == "True" for r in mine),
+                "n_schedules": low["n_schedules"],
+            }
+        )
+    return out
+
+
+def estimate_total(raw: list[Row]) -> list[Row]:
+    """model_estimate-*.csv: its TOTAL row, with the dtype and PyTorch call of its layers."""
+    *layers, total = raw
+    if not str(total["layer"]).startswith("TOTAL"):
+        raise TableError(f"{total['_file']}: its last row is not the TOTAL row")
+    first = layers[0]
+    return [total | {k: first[k] for k in ("dtype", "torch_impl")} | {"_workloads": len(layers)}]
+
+
+def kill_summary(raw: list[Row]) -> list[Row]:
+    last = raw[-1]
+    return [
+        {
+            "_file": last["_file"],
+            "kills": len(raw),
+            "at": ", ".join(str(r["committed"]) for r in raw),
+            "lost_total": last["lost_total"],
+            "in_flight": max(r["in_flight"] for r in raw),
+            "mid_batch": sum(r["mid_batch"] == "True" for r in raw),
+            "trials": last["trials"],
+            "batch": last["batch"],
+            "final_ok": last["final_ok"],
+        }
+    ]
+
+
+# ------------------------------------------------------------------------------------------------
+# the tables
+
+
+def _engines(*cols: tuple[str, str]) -> tuple[Col, ...]:
+    return tuple(Col(h, f"{{{e}[latency_s]!k:.1f}}") for h, e in cols)
+
+
+ENGINES = _engines(
+    ("heronlike ms", "heronlike"),
+    ("MetaSchedule ms", "metaschedule"),
+    ("ONNX Runtime ms", "onnxruntime"),
+    ("PyTorch eager ms", "pytorch"),
+    ("TVM untuned ms", "tvm_untuned"),
+)
+MODEL_COLUMNS = (
+    Col("model @ trials", model_run),
+    Col("trials heronlike / MS", "{heronlike[trials]} / {metaschedule[trials]}"),
+    *ENGINES,
+    Col("heronlike / ONNX Runtime speed", "{heronlike[speedup_vs_onnxruntime]:.2f}"),
+)
+MODELS_CMD = (
+    "python benchmarks/models_e2e.py --model resnet50 --trials 1152  (--model bert --trials 320)"
+)
+
+SUITE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape", "{params}"),
+    Col("heronlike ms", "{heronlike_ms:.3f}"),
+    Col("MetaSchedule ms", "{ms_ms:.3f}"),
+    Col("MS weights", lambda r: re.sub(r"^packed.*", "VNNI-packed", fmt("{ms_weights}", r))),
+    Col("PyTorch ms", "{pytorch_ms:.3f}"),
+    Col("numpy fp32 ms", "{numpy_ms:.3f}"),
+    Col("vs MS", "{speedup_vs_ms:.2f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+)  # fmt: skip
+SUITE_GEOMEANS = both(
+    geomean("case", "geomean, all rows", ("speedup_vs_ms", "speedup_vs_pytorch")),
+    geomean(
+        "case",
+        "geomean, rows where MS had VNNI-packed weights",
+        ("speedup_vs_ms", "speedup_vs_pytorch"),
+        where=lambda r: str(r.get("ms_weights")).startswith("packed"),
+    ),
+)
+
+TC_MACHINE = ("{gpu} (sm {compute_capability}, driver {driver}, PyTorch {torch})",)
+TC_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape", "{shape}"),
+    Col("heronlike ms (TFLOP/s)", "{heronlike_ms:.4g} ({heronlike_tflops:.3g})"),
+    Col("PyTorch ms (TFLOP/s)", "{baseline_ms:.4g} ({baseline_tflops:.3g})"),
+    Col("heronlike speed / PyTorch's", "{ratio:.2f}"),
+    Col("vs fp32-output `torch.mm`", "{ratio_fp32out:.2f}"),
+    Col("vs fastest PyTorch run", "{ratio_fastest:.2f}"),
+)
+TC_GEOMEANS = both(
+    geomean("case", "geomean, all cases", ("ratio",)),
+    geomean("case", "geomean, GEMMs", ("ratio",), where=lambda r: r.get("op") == "gemm"),
+)
+TC_CMD = "python benchmarks/tensorcore.py bundle|import|finish|report (docs/tensorcore.md)"
+
+VTA_MACHINE = ("cycles simulated on {cpu}",)
+VTA_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape", "{op} {shape}"),
+    Col("heronlike cycles", "{heronlike_cycles:,}"),
+    Col("% of simulated peak", "{heronlike_pct_peak:.2f}"),
+    Col("bit-exact", "{heronlike_bit_exact}"),
+    Col("vs AutoTVM space, best point", "{ratio_vs_exhaustive:.3f}×"),
+    Col("vs its random search @64", "{ratio_vs_random:.3f}×"),
+)
+
+LLVM_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape", "{shape}"),
+    Col("trials", "{trials}"),
+    Col("heronlike ms", "{heronlike_ms:.4g}"),
+    Col("MetaSchedule ms", "{ms_ms:.4g}"),
+    Col("TVM unscheduled ms", "{unscheduled_ms:.4g}"),
+    Col("heronlike speed / MS's", "{ratio_to_ms:.2f}"),
+)
+LLVM_MACHINE = ("{cpu} ({target})",)
+LLVM_CMD = "python benchmarks/llvm_float32.py --cases softmax,layer_norm,depthwise"
+
+EXPLORER_SUMMARY_COLUMNS = (
+    Col("explorer", "{label}"),
+    Col("best during tuning", "{tuning}"),
+    Col("re-measured", "{remeasured}"),
+)
+SE_TC = "search_efficiency_sim-{}-cuda-tc-t200-h100-80gb-hbm3-2026-11-23_{}.csv"
+SE_TC_SPACES = ("gemm1024x1024x1024", "bmm12x512x512x64", "c2d1x56x56x64x64x1x1x1x0x1")
+SE_SIM_CMD = "python benchmarks/search_efficiency.py --surrogate RECORDS … (docs/explorers.md)"
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in [
+        # ---- README headlines
+        Table(
+            "headline-models",
+            (
+                "models_e2e-resnet50-t1152-amd-epyc-2026-11-25.csv",
+                "models_e2e-bert-t320-amd-epyc-2026-11-25.csv",
+            ),
+            MODEL_COLUMNS,
+            MODELS_CMD,
+            rows=pivot("engine", ("model",)),
+        ),
+        Table(
+            "headline-llvm-float32",
+            ("llvm_float32-amd-epyc-2026-11-23.csv",),
+            LLVM_COLUMNS,
+            LLVM_CMD,
+            machine=LLVM_MACHINE,
+        ),
+        Table(
+            "headline-dlboost",
+            ("suite_default.csv",),
+            SUITE_COLUMNS,
+            "make bench-suite SUITE_ARGS='--cases G1'",
+            where=lambda r: r["case"] == "G1",
+        ),
+        Table(
+            "headline-tensorcore",
+            ("tensorcore_h100_80gb_hbm3.csv",),
+            TC_COLUMNS[:5],
+            TC_CMD,
+            where=lambda r: r["op"] in ("gemm", "bmm"),
+            summary=geomean("case", "geomean, GEMMs", ("ratio",), lambda r: r["op"] == "gemm"),
+            machine=TC_MACHINE,
+        ),
+        Table(
+            "headline-vta",
+            ("vta_compare.csv",),
+            VTA_COLUMNS[:4] + VTA_COLUMNS[5:],
+            "python benchmarks/vta_compare.py",
+            rows=geomean_row_bold,
+            machine=VTA_MACHINE,
+        ),
+        # ---- docs/results.md: models and libraries
+        Table(
+            "models-e2e",
+            ("models_e2e-*[0-9].csv",),
+            (
+                *MODEL_COLUMNS,
+                Col(
+                    "peak memory MB heronlike / ORT",
+                    "{heronlike[peak_rss_mb]:.0f} / {onnxruntime[peak_rss_mb]:.0f}",
+                ),
+                Col(
+                    "tuning s heronlike / MS",
+                    "{heronlike[tune_s]:.0f} / {metaschedule[tune_s]:.0f}",
+                ),
+            ),  # fmt: skip
+            MODELS_CMD,
+            rows=pivot("engine", ("model",)),
+        ),
+        Table(
+            "models-e2e-ops",
+            ("models_e2e-*-ops.csv",),
+            (
+                Col("model @ trials", model_run),
+                Col("operator", "{operator}"),
+                Col("heronlike ms", "{heronlike_s!k:.2f}"),
+                Col("MetaSchedule ms", "{metaschedule_s!k:.2f}"),
+                Col("ONNX Runtime ms (profiled)", "{onnxruntime_s!k:.2f}"),
+            ),
+            MODELS_CMD,
+        ),
+        Table(
+            "model-estimate",
+            ("model_estimate-*.csv",),
+            (
+                Col("model", "{model}, batch {batch}, {dtype}"),
+                Col("workloads", lambda r: r["_workloads"]),
+                Col("trials", "{gradient_trials}"),
+                Col("gradient ms", "{gradient_latency_s!k:.0f}"),
+                Col("even split ms", "{even_latency_s!k:.0f}"),
+                Col(
+                    "even / gradient",
+                    lambda r: f"{r['even_latency_s'] / r['gradient_latency_s']:.2f}",
+                ),
+                Col("PyTorch per-layer sum ms", "{torch_latency_s!k:.0f}"),
+                Col("PyTorch call", "{torch_impl}"),
+            ),  # fmt: skip
+            "python benchmarks/model_estimate.py --model resnet50 --trials 126 (bert: --trials 48)",
+            rows=estimate_total,
+            machine=("{cpu_model} ({target})",),
+        ),
+        # ---- DL Boost
+        Table(
+            "suite-default",
+            ("suite_default.csv",),
+            SUITE_COLUMNS,
+            "make bench-suite",
+            summary=SUITE_GEOMEANS,
+        ),
+        Table(  # the fair DL Boost comparison; its columns are a guess until its CSV lands
+            "suite-fair",
+            ("suite_fair-*.csv",),
+            SUITE_COLUMNS,
+            "python benchmarks/suite.py (fair settings)",
+            summary=geomean("case", "geomean", ("speedup_vs_ms", "speedup_vs_pytorch")),
+        ),
+        # ---- llvm
+        Table(
+            "llvm-float32",
+            ("llvm_float32-amd-epyc-2026-11-23.csv", "llvm_float32-quick-*.csv"),
+            LLVM_COLUMNS + (Col("valid heronlike / MS", "{heronlike_valid} / {ms_valid}"),),
+            LLVM_CMD + "  (--quick --cases layer_norm,conv2d_bias_relu,depthwise)",
+            machine=LLVM_MACHINE,
+        ),
+        # ---- TensorCore
+        Table(
+            "tensorcore-h100",
+            ("tensorcore_h100_80gb_hbm3.csv",),
+            TC_COLUMNS,
+            TC_CMD,
+            summary=TC_GEOMEANS,
+            machine=TC_MACHINE,
+        ),
+        Table(
+            "tensorcore-compile",
+            ("tensorcore_compile.csv", "tensorcore_compile_c1_seed*.csv"),
+            (
+                Col("case", "{case}"),
+                Col("file", "{_file}"),
+                Col("built without spills", "{ok} of {samples}"),
+                Col("%", "{ok_pct:.1f}"),
+                Col("spills", "{spill}"),
+                Col("ptxas level 10", "{ptxas_10}"),
+                Col("registers min / median / max", "{regs_min} / {regs_median:g} / {regs_max}"),
+                Col("machine", "{cpu}"),
+                Col("date", "{date:.10}"),
+            ),
+            "python benchmarks/tensorcore.py count [--cases C1 --samples 300 --seed 1]",
+            machine=("{cpu}, nvcc {nvcc_version:g}, TVM {tvm_version}",),
+        ),
+        # ---- VTA
+        Table(
+            "vta-compare",
+            ("vta_compare.csv",),
+            VTA_COLUMNS,
+            "python benchmarks/vta_compare.py",
+            rows=geomean_row_bold,
+            machine=VTA_MACHINE,
+        ),
+        Table(
+            "vta-sensitivity",
+            ("vta_sensitivity.csv",),
+            (
+                Col("case", "{case}"),
+                Col("constant settings", "{variants}"),
+                Col("top schedules ranked", "{n_schedules}"),
+                Col("Kendall τ, median", "{median:.2f}"),
+                Col("lowest τ (setting)", "{lowest:.2f} ({lowest_variant})"),
+                Col("lowest τ, one constant alone", "{alone[kendall_tau]:.2f} ({alone[variant]})"),
+                Col("best schedule stays best", "{best_kept} of {variants}"),
+            ),
+            "python benchmarks/vta_sensitivity.py",
+            rows=sensitivity,
+            machine=VTA_MACHINE,
+        ),
+        # ---- search efficiency
+        Table(
+            "search-zen4",
+            ("search_efficiency_runs.csv",),
+            (
+                Col("explorer", "{label}"),
+                Col("GEMM @200", "{gemm}"),
+                Col("re-measured", "{gemm remeasured}"),
+                Col("BMM @200", "{bmm}"),
+                Col("re-measured", "{bmm remeasured}"),
+                Col("explorer share (GEMM / BMM)", "{share}"),
+            ),
+            "python benchmarks/search_efficiency.py",
+            rows=run_medians,
+        ),
+        Table(
+            "search-xeon-c2d",
+            ("search_efficiency-intel-xeon/search_efficiency_summary.csv",),
+            EXPLORER_SUMMARY_COLUMNS,
+            "python benchmarks/search_efficiency.py --ops c2d --explorers cga,cga1,rand,random "
+            "--seeds 8",
+            where=lambda r: r["op"] == "c2d",
+            rows=explorer_summary,
+        ),
+        Table(
+            "search-xeon-gemm",
+            ("search_efficiency-intel-xeon/search_efficiency_summary.csv",),
+            EXPLORER_SUMMARY_COLUMNS,
+            "python benchmarks/search_efficiency.py --ops gemm --explorers cga,cga1,rand "
+            "--seeds 6 --out benchmarks/results/search_efficiency-intel-xeon",
+            where=lambda r: r["op"] == "gemm",
+            rows=explorer_summary,
+        ),
+        Table(
+            "search-cpu-surrogate",
+            tuple(
+                f"search_efficiency_sim-{space}amd-epyc-2026-11-23_summary.csv"
+                for space in ("", "t200-", "gemm512x512x512-t200-", "c2d*-t200-", "bmm*-t200-")
+            ),
+            (
+                Col("space (float32, `llvm`)", "{space}"),
+                Col("trials (RAND's)", "{budget} ({rand budget})"),
+                Col("seeds", "{seeds}"),
+                Col("CGA", ci("cga")),
+                Col("CGA-1", ci("cga1")),
+                Col("RAND", ci("rand")),
+                Col("OpEvo", "{opevo[mean]:.1f}"),
+                Col("FlexTensor", "{flextensor[mean]:.1f}"),
+                Col("CGA − CGA-1", ci("cga - cga1", signed=True)),
+                Col("CGA − RAND", ci("cga - rand", signed=True)),
+            ),
+            SE_SIM_CMD,
+            rows=surrogate_row,
+            machine=("surrogate simulated on {cpu_model}",),
+        ),
+        Table(
+            "search-tc-surrogate",
+            tuple(SE_TC.format(space, "summary") for space in SE_TC_SPACES),
+            (
+                Col("space", "{space}"),
+                Col("CGA@200", "{cga[mean]!m:.3g}"),
+                Col("CGA-1@200", "{cga1[mean]!m:.3g}"),
+                Col("RAND@600", "{rand[mean]!m:.3g}"),
+                Col("CGA − CGA-1", tflops_diff("cga - cga1")),
+                Col("CGA@200 − RAND@600", tflops_diff("cga - rand")),
+            ),
+            SE_SIM_CMD + ' --sim-target "cuda -tensorcore -arch=sm_90"',
+            rows=surrogate_row,
+            machine=("surrogate simulated on {cpu_model}",),
+        ),
+        Table(
+            "search-tc-hardware",
+            tuple(SE_TC.format(space, "hardware") for space in SE_TC_SPACES),
+            (
+                Col("space", "{space}"),
+                Col("CGA − CGA-1", tflops_diff("cga - cga1")),
+                Col("CGA@200 − RAND@600", tflops_diff("cga - rand")),
+            ),
+            "python benchmarks/search_confirm.py bundle|report",
+            rows=paired_row,
+            machine=("{device}",),
+        ),
+        Table(
+            "search-tc-fig12",
+            tuple(
+                f"search_efficiency_sim-{space}-cuda-tc-t1000-h100-80gb-hbm3-2026-11-23_{kind}.csv"
+                for space in ("gemm1024x1024x1024", "c2d1x56x56x64x64x1x1x1x0x1")
+                for kind in ("summary", "hardware")
+            ),
+            (
+                Col("space", "{space}"),
+                Col("CGA", "{cga[mean]!m:.3g}"),
+                Col("CRAND", "{random[mean]!m:.3g}"),
+                Col("GA", "{ga[mean]!m:.3g}"),
+                Col("SA", "{sa[mean]!m:.3g}"),
+                Col("CGA − CRAND", tflops_diff("cga - random")),
+                Col("CGA − GA", tflops_diff("cga - ga")),
+                Col("CGA − SA", tflops_diff("cga - sa")),
+            ),
+            SE_SIM_CMD + " --explorers cga,random,sa,ga --trials 1000; search_confirm.py",
+            rows=paired_row,
+            machine=("{device}", "surrogate simulated on {cpu_model}"),
+        ),
+        # ---- space sizes, kill -9
+        Table(
+            "space-sizes",
+            ("space_sizes.csv",),
+            (
+                Col("operator", "{operator}"),
+                Col("target", "`{target}`"),
+                Col("dtype", "{dtype}"),
+                Col("variables", "{variables}"),
+                Col("constraints", "{constraints}"),
+                Col(
+                    "knobs (split / order / categorical / other)",
+                    "{knobs} ({split_knobs} / {order_knobs} / {categorical_knobs} / {other_knobs})",
+                ),
+                Col("log10 valid assignments", "{log10_valid:.1f}"),
+                Col(
+                    "Heron's Table 5 variables / constraints",
+                    "{heron_variables} / {heron_constraints}",
+                ),
+            ),  # fmt: skip
+            "python benchmarks/space_sizes.py",
+            machine=("{_comment}",),
+            date=(),  # in the comment
+        ),
+        Table(
+            "kill-resume",
+            ("kill_resume.csv",),
+            (
+                Col("kills", "{kills}"),
+                Col("trials committed at each kill", "{at}"),
+                Col("trials lost", "{lost_total}"),
+                Col("most in flight", "{in_flight}"),
+                Col("kills inside a batch", "{mid_batch} of {kills}"),
+                Col("budget (batch)", "{trials} ({batch})"),
+                Col("final run complete", "{final_ok}"),
+            ),
+            "python benchmarks/kill_resume.py --kills 10 --trials 64",
+            rows=kill_summary,
+        ),
+    ]
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# the files
+
+
+def documents() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def rebuild(doc: Path) -> tuple[str, str, list[str]]:
+    """``doc``'s text, the same with every table regenerated, and the names of its tables."""
+    text = doc.read_text("utf-8")
+    names: list[str] = []
+
+    def replace(m: re.Match) -> str:
+        name = m["name"]
+        if m["end"] != name:
+            raise TableError(f"{doc.name}: BEGIN TABLE {name} closed by END TABLE {m['end']}")
+        if name not in TABLES:
+            raise TableError(
+                f"{doc.name}: unknown table {name!r} (registered: {', '.join(TABLES)})"
+            )
+        names.append(name)
+        return f"<!-- BEGIN TABLE {name} -->\n{render(TABLES[name], doc)}<!-- END TABLE {name} -->"
+
+    new = MARKERS.sub(replace, text)
+    opened = len(re.findall(r"<!-- BEGIN TABLE ", text))
+    if opened != len(names):
+        raise TableError(f"{doc.name}: a BEGIN TABLE marker without its END TABLE marker")
+    return text, new, names
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if a table would change")
+    ap.add_argument("--list", action="store_true", help="list the registered tables")
+    args = ap.parse_args(argv)
+    if args.list:
+        for t in TABLES.values():
+            found = ", ".join(str(p.relative_to(RESULTS)) for p in t.paths()) or "(no file yet)"
+            print(f"{t.name}: {', '.join(t.files)} -> {found}")
+        return 0
+    stale, placed = [], set()
+    try:
+        for doc in documents():
+            old, new, names = rebuild(doc)
+            placed.update(names)
+            if new == old:
+                continue
+            rel = doc.relative_to(REPO).as_posix()
+            stale.append(rel)
+            if args.check:
+                diff = difflib.unified_diff(
+                    old.splitlines(True), new.splitlines(True), rel, rel + " (rebuilt)"
+                )
+                sys.stdout.writelines(diff)
+            else:
+                doc.write_text(new, "utf-8")
+    except TableError as exc:
+        print(f"make_results: {exc}", file=sys.stderr)
+        return 2
+    for name in sorted(TABLES.keys() - placed):
+        print(f"make_results: table {name!r} is registered but placed in no document")
+    if args.check and stale:
+        print(f"make_results: out of date: {', '.join(stale)}; run python docs/make_results.py")
+        return 1
+    for rel in stale:
+        print(f"rewrote {rel}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
