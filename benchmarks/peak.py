@@ -5,15 +5,16 @@ Each kernel keeps ``ACCUMULATORS`` independent accumulator registers busy with o
 kind, never touching memory inside the loop, so it runs at the core's issue rate for that
 instruction. Operations are counted as the field counts them:
 
-* ``fma_f32_avx2``   ``vfmadd231ps ymm``: 8 lanes × 2 = 16 FLOP per instruction;
-* ``fma_f32_avx512`` ``vfmadd231ps zmm``: 16 lanes × 2 = 32 FLOP;
+* ``fma_f32_avx2``   ``vfmadd213ps ymm``: 8 lanes × 2 = 16 FLOP per instruction;
+* ``fma_f32_avx512`` ``vfmadd213ps zmm``: 16 lanes × 2 = 32 FLOP;
 * ``vnni_u8s8_avx512`` ``vpdpbusd zmm``: 16 lanes × 4 products × 2 = 128 int8 OP (AVX512-VNNI,
   DL Boost);
 * ``vnni_u8s8_avx`` ``vpdpbusd ymm`` (AVX-VNNI): 64 OP.
 
 Kernels the CPU lacks are skipped (checked with ``/proc/cpuinfo`` flags). Each kernel runs on
 ``threads`` OpenMP threads (default: 1 and every core this process may use), ``repeats`` times;
-the figure is the median. The C source is compiled here with ``gcc -O2 -march=native -fopenmp``.
+the figure is the median. The C source (see :func:`kernel_source`) is compiled here with
+``gcc -O2 -fopenmp`` and the kernels' ``-m`` flags.
 
 Usage::
 
@@ -21,6 +22,9 @@ Usage::
     python benchmarks/peak.py --csv benchmarks/results/peak.csv
 
 Import :func:`measure_peaks` to put a measured peak beside a kernel's throughput in the same run.
+The table also gives the clock (:func:`measure_clock_hz`) and each kernel's instructions per
+cycle per core, which no core takes above its count of FMA / VNNI ports (2 on Zen 3 and 4 and on
+Intel cores since Haswell).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import csv
 import ctypes
 import datetime as dt
+import functools
 import os
 import statistics
 import subprocess
@@ -40,8 +45,9 @@ from heronlike.host import cpu_flags, cpu_model
 
 ACCUMULATORS = 12  # > latency (4-5 cycles) × ports (2): enough to hide the FMA latency
 
-#: kernel name -> (cpuinfo flags needed, gcc -m flags, ops per instruction, vector type, setup,
-#: the loop body's one instruction on accumulator ``a{i}``)
+#: kernel name -> (cpuinfo flags needed, gcc -m flags, ops per instruction, vector type, setup
+#: of the operands ``x`` and ``y``, the loop body's one instruction on accumulator ``%[a]`` as
+#: a GCC inline-assembly template, AT&T operand order)
 KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
     "fma_f32_avx2": (
         ("avx2", "fma"),
@@ -49,7 +55,7 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         16,
         "__m256",
         "__m256 x = _mm256_set1_ps(1e-7f), y = _mm256_set1_ps(0.999f);",
-        "a{i} = _mm256_fmadd_ps(a{i}, y, x);",
+        "vfmadd213ps %[x], %[y], %[a]",  # a = y * a + x
     ),
     "fma_f32_avx512": (
         ("avx512f",),
@@ -57,7 +63,7 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         32,
         "__m512",
         "__m512 x = _mm512_set1_ps(1e-7f), y = _mm512_set1_ps(0.999f);",
-        "a{i} = _mm512_fmadd_ps(a{i}, y, x);",
+        "vfmadd213ps %[x], %[y], %[a]",
     ),
     "vnni_u8s8_avx512": (
         ("avx512_vnni",),
@@ -65,7 +71,7 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         128,
         "__m512i",
         "__m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(2);",
-        "a{i} = _mm512_dpbusd_epi32(a{i}, x, y);",
+        "vpdpbusd %[y], %[x], %[a]",  # a += u8 x · s8 y, 4 products per 32-bit lane
     ),
     "vnni_u8s8_avx": (
         ("avx_vnni",),
@@ -73,51 +79,167 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         64,
         "__m256i",
         "__m256i x = _mm256_set1_epi8(1), y = _mm256_set1_epi8(2);",
-        "a{i} = _mm256_dpbusd_avx_epi32(a{i}, x, y);",
+        "%{vex%} vpdpbusd %[y], %[x], %[a]",  # {vex}: the AVX-VNNI encoding, not AVX512-VL
     ),
 }
 
+#: vector type -> how accumulator ``i`` starts, from the runtime value ``s`` (see
+#: :func:`kernel_source`)
+_INIT = {
+    "__m256": "_mm256_set1_ps(s + {i}.0f)",
+    "__m512": "_mm512_set1_ps(s + {i}.0f)",
+    "__m256i": "_mm256_set1_epi32((int)s + {i})",
+    "__m512i": "_mm512_set1_epi32((int)s + {i})",
+}
 
-def _source(name: str) -> str:
-    _, _, _, vec, setup, body = KERNELS[name]
-    decl = " ".join(f"{vec} a{i} = {'x' if 'ps' in setup else 'y'};" for i in range(ACCUMULATORS))
-    loop = " ".join(body.format(i=i) for i in range(ACCUMULATORS))
-    sink = " ".join(f"acc = acc ^ *(volatile long long *)&a{i};" for i in range(ACCUMULATORS))
-    return f"""
+#: dependent integer adds per iteration of the clock loop (see :func:`measure_clock_hz`)
+CLOCK_CHAIN = 64
+_ADDS = '"add %1, %0\\n\\t"' * CLOCK_CHAIN  # C string literals, concatenated by the compiler
+
+_CLOCK_SOURCE = f"""
+/* seconds for `iters` iterations of {CLOCK_CHAIN} dependent 1-cycle adds on one thread */
+double clock_chain(long long iters) {{
+    long long x = peak_seed_i, y = peak_seed_i + 1;
+    double t0 = omp_get_wtime();
+    for (long long it = 0; it < iters; ++it)
+        __asm__ volatile({_ADDS} : "+r"(x) : "r"(y));
+    double t1 = omp_get_wtime();
+    peak_sink = x;
+    return t1 - t0;
+}}
+"""
+
+_PRELUDE = """
 #include <immintrin.h>
 #include <omp.h>
-volatile long long sink;
+/* runtime values the compiler cannot see through: no accumulator is a known constant */
+volatile float peak_seed = 1.0f;
+volatile long long peak_seed_i = 1;
+volatile long long peak_sink;
+"""
+
+
+def kernel_source(name: str) -> str:
+    """The C function ``double <name>(long long iters, int threads)`` that times ``iters``
+    iterations of the kernel's loop on ``threads`` OpenMP threads and returns the seconds.
+
+    The loop body is one ``asm volatile`` block holding ``ACCUMULATORS`` copies of the kernel's
+    instruction, one per accumulator ``a0`` … ``a11``, each a read-write register operand
+    (``"+x"``: 12 accumulators and the operands ``x``, ``y`` fit in the 16 registers every
+    AVX2 core has). So the compiler can neither merge the accumulators into fewer dependency
+    chains (as it did when the body was intrinsics on accumulators with equal values) nor
+    drop, reorder or move anything between the instructions; it only picks the registers.
+    Each accumulator also starts from a different runtime value (read from a ``volatile``),
+    and all are XOR-ed into a ``volatile`` sink after the loop. ``tests/test_peak.py`` reads
+    the emitted loop and checks it holds ``ACCUMULATORS`` such instructions on as many
+    registers, each one's own dependency chain.
+
+    Raises:
+        KeyError: no kernel ``name`` in :data:`KERNELS`.
+    """
+    _, _, _, vec, setup, body = KERNELS[name]
+    init = _INIT[vec]
+    decl = " ".join(f"{vec} a{i} = {init.format(i=i)};" for i in range(ACCUMULATORS))
+    asm = "\n                ".join(
+        '"' + body.replace("%[a]", f"%[a{i}]") + '\\n\\t"' for i in range(ACCUMULATORS)
+    )
+    outs = ", ".join(f'[a{i}] "+x"(a{i})' for i in range(ACCUMULATORS))
+    sink = " ".join(f"acc ^= *(volatile long long *)&a{i};" for i in range(ACCUMULATORS))
+    return f"""
 /* seconds for `iters` iterations of {ACCUMULATORS} independent {name} on `threads` threads */
 double {name}(long long iters, int threads) {{
     double t0 = 0, t1 = 0;
     #pragma omp parallel num_threads(threads)
     {{
         {setup}
+        float s = peak_seed + (float)omp_get_thread_num();
         {decl}
         long long acc = 0;
         #pragma omp barrier
         #pragma omp master
         t0 = omp_get_wtime();
-        for (long long it = 0; it < iters; ++it) {{ {loop} }}
+        for (long long it = 0; it < iters; ++it)
+            __asm__ volatile(
+                {asm}
+                : {outs}
+                : [x] "x"(x), [y] "x"(y));
         #pragma omp barrier
         #pragma omp master
         t1 = omp_get_wtime();
         {sink}
-        sink = acc;
+        #pragma omp critical
+        peak_sink ^= acc;
     }}
     return t1 - t0;
 }}
 """
 
 
-def _compile(names: list[str], folder: Path) -> ctypes.CDLL:
-    src = folder / "peak.c"
-    src.write_text("\n".join(_source(n) for n in names))
+def source(names: list[str]) -> str:
+    """The whole C file for kernels ``names``: includes, the ``volatile`` seeds and sink, one
+    :func:`kernel_source` function per name, and ``clock_chain`` (see :func:`measure_clock_hz`).
+    """
+    return "\n".join([_PRELUDE, _CLOCK_SOURCE, *(kernel_source(n) for n in names)])
+
+
+def gcc_command(names: list[str], opt: str = "-O2") -> list[str]:
+    """The gcc command line (without input and output files) for kernels ``names``: ``opt``,
+    ``-fopenmp`` and the union of the kernels' ``-m`` flags, so it needs only a gcc that knows
+    those flags, not a CPU that has the instructions."""
     flags = sorted({f for n in names for f in KERNELS[n][1].split()})
-    lib = folder / "peak.so"
-    cmd = ["gcc", "-O2", "-shared", "-fPIC", "-fopenmp", *flags, "-o", str(lib), str(src)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(lib))
+    return ["gcc", opt, "-fPIC", "-fopenmp", *flags]
+
+
+def compile_asm(names: list[str], opt: str = "-O2") -> str:
+    """The assembly (AT&T syntax) gcc emits for :func:`source` ``(names)`` at ``opt``; the timed
+    loop of kernel ``name`` is in the OpenMP outlined function ``<name>._omp_fn.0``.
+
+    Raises:
+        subprocess.CalledProcessError: gcc failed (no gcc, or flags it does not know).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "peak.c"
+        src.write_text(source(names))
+        cmd = [*gcc_command(names, opt), "-S", "-o", "-", str(src)]
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+@functools.cache
+def _library(names: tuple[str, ...]) -> ctypes.CDLL:
+    """:func:`source` ``(names)`` built and loaded, once per process (the file is removed once
+    loaded)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib = Path(tmp) / "peak.c", Path(tmp) / "peak.so"
+        src.write_text(source(list(names)))
+        cmd = [*gcc_command(list(names)), "-shared", "-o", str(lib), str(src)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return ctypes.CDLL(str(lib))
+
+
+def _clock_hz(lib: ctypes.CDLL, seconds: float, repeats: int) -> float:
+    fn = lib.clock_chain
+    fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_longlong]
+    iters = 1 << 12
+    while fn(iters) < seconds / 4:  # calibrate, and warm up the clock
+        iters *= 2
+    iters = int(iters * seconds / max(fn(iters), 1e-9))
+    # the max: a run the OS interrupts looks slower, never faster
+    return max(CLOCK_CHAIN * iters / fn(iters) for _ in range(repeats))
+
+
+def measure_clock_hz(seconds: float = 0.05, repeats: int = 5) -> float:
+    """This core's clock while busy, in Hz: ``CLOCK_CHAIN`` dependent register adds (1 cycle
+    each on every x86 core) per loop iteration, timed on one thread; the fastest of
+    ``repeats`` runs of about ``seconds`` each.
+
+    An upper bound for any register-only kernel is then ports × ops per instruction × this
+    clock (see ``tests/test_peak.py``). A core that eliminated such adds at rename would read
+    high, which only loosens that bound.
+
+    Raises:
+        subprocess.CalledProcessError: gcc failed.
+    """
+    return _clock_hz(_library(()), seconds, repeats)
 
 
 def measure_peaks(
@@ -144,28 +266,27 @@ def measure_peaks(
     rows: list[dict[str, object]] = []
     if not names:
         return rows
-    with tempfile.TemporaryDirectory() as tmp:
-        lib = _compile(names, Path(tmp))
-        for name in names:
-            fn = getattr(lib, name)
-            fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_longlong, ctypes.c_int]
-            ops_per_iter = KERNELS[name][2] * ACCUMULATORS
-            for t in threads:
-                iters = 1 << 16
-                while fn(iters, t) < seconds / 4:  # calibrate, and warm up the clocks
-                    iters *= 2
-                iters = int(iters * seconds / max(fn(iters, t), 1e-9))
-                rates = [ops_per_iter * iters * t / fn(iters, t) for _ in range(repeats)]
-                med = statistics.median(rates)
-                rows.append(
-                    {
-                        "kernel": name,
-                        "threads": t,
-                        "ops_per_s": med,
-                        "ops_per_s_per_core": med / t,
-                        "spread": (max(rates) - min(rates)) / med,
-                    }
-                )
+    lib = _library(tuple(names))
+    for name in names:
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_longlong, ctypes.c_int]
+        ops_per_iter = KERNELS[name][2] * ACCUMULATORS
+        for t in threads:
+            iters = 1 << 16
+            while fn(iters, t) < seconds / 4:  # calibrate, and warm up the clocks
+                iters *= 2
+            iters = int(iters * seconds / max(fn(iters, t), 1e-9))
+            rates = [ops_per_iter * iters * t / fn(iters, t) for _ in range(repeats)]
+            med = statistics.median(rates)
+            rows.append(
+                {
+                    "kernel": name,
+                    "threads": t,
+                    "ops_per_s": med,
+                    "ops_per_s_per_core": med / t,
+                    "spread": (max(rates) - min(rates)) / med,
+                }
+            )
     return rows
 
 
@@ -178,10 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure_peaks(args.threads, args.repeats)
     machine, date = cpu_model(), dt.date.today().isoformat()
     print(f"{machine}, {date}")
+    clock = measure_clock_hz() if rows else 0.0
+    if rows:
+        print(f"clock {clock / 1e9:.2f} GHz (dependent adds, 1 thread)")
     for r in rows:
+        per_cycle = float(r["ops_per_s_per_core"]) / KERNELS[str(r["kernel"])][2] / clock
         print(
             f"{r['kernel']:18s} {r['threads']:3d} threads  {r['ops_per_s'] / 1e9:8.1f} G op/s "
-            f"({r['ops_per_s_per_core'] / 1e9:.1f} per core, spread {r['spread']:.1%})"
+            f"({r['ops_per_s_per_core'] / 1e9:.1f} per core, {per_cycle:.2f} instructions "
+            f"per cycle, spread {r['spread']:.1%})"
         )
     if not rows:
         print("no supported kernel on this CPU", file=sys.stderr)
