@@ -313,6 +313,10 @@ def _summary(runs: list[dict], trials: int, rand_trials: int) -> None:
                 f"{op:5s} {explorer:7s} @{trials}: {statistics.median(at):8.1f}  "
                 f"final: {statistics.median(final):8.1f}  explorer share {share:.1%}"
             )
+            # the tune's pick re-measured against its finalists (not the luckiest timing)
+            picked = [float(r["remeasured_gops"]) for r in rows if r.get("remeasured_gops")]
+            if picked:
+                line += f"  re-measured pick: {statistics.median(picked):8.1f}"
             if explorer == "opevo":
                 walks = sum(json.loads(r["stats"]).get("walks", 0) for r in rows)
                 bad = sum(json.loads(r["stats"]).get("invalid_walks", 0) for r in rows)
