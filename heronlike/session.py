@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import platform
+import statistics
 import time
 import warnings
 from collections import Counter
@@ -35,7 +36,13 @@ from .explore.base import Explorer, Observation
 from .kernel import BuiltKernel
 from .measure import Builder, Runner
 from .measure.check import compare
-from .measure.measurer import HardwareMeasurer, Measurement, Measurer, ReplayMeasurer
+from .measure.measurer import (
+    FinalMeasurement,
+    HardwareMeasurer,
+    Measurement,
+    Measurer,
+    ReplayMeasurer,
+)
 from .records import VERSION_KEYS, Records, TrialRecord, current_versions
 from .reference import random_inputs, reference_outputs, save_npz, tolerance
 from .sampler import RandSAT
@@ -129,6 +136,8 @@ class Finalist:
             seconds); the tuning-time latency in simulation mode; ``None`` when the re-run
             failed.
         error_kind: why the re-run failed (``None`` if it did not).
+        rounds_s: its median latency in each round of the finish (seconds; empty in
+            simulation mode).
     """
 
     trial_index: int
@@ -136,6 +145,7 @@ class Finalist:
     tuning_latency_s: float
     latency_s: float | None
     error_kind: str | None = None
+    rounds_s: tuple[float, ...] = ()
 
 
 @dataclass
@@ -145,7 +155,9 @@ class TuneResult:
     Attributes:
         latency_s: the best kernel's latency, re-measured after tuning with more repeats
             (median, seconds); ``None`` when no candidate was valid. The kernel is the fastest
-            of the :attr:`finalists` as re-measured, not the fastest tuning-time timing.
+            of the :attr:`finalists` over the first half of the finish's rounds, not the
+            fastest tuning-time timing, and ``latency_s`` its median over the second half, so
+            that the figure is not biased by the pick.
         tuning_latency_s: its latency as measured during tuning (seconds).
         finalists: the candidates re-measured at the finish
             (:attr:`EvaluatorConfig.finalists` of them, fewer if fewer were valid), in the
@@ -714,7 +726,8 @@ def _finish(
     final_repeat: int,
 ) -> dict[str, Any]:
     """Re-measure the finalists ``top`` side by side on the target's runner (interleaved
-    rounds, outputs checked again) and keep the fastest re-measured one; where the target's
+    rounds, outputs checked again) and keep the fastest re-measured one, picked on the first
+    half of the rounds and reported with the median of the second half; where the target's
     kernels run in this process, also build it here as a callable :class:`BuiltKernel` and
     check that too. A finalist whose re-run fails is not picked; when all fail, the
     tuning-time best is kept with its failure."""
@@ -726,13 +739,20 @@ def _finish(
         [r.assignment for r in top], final_repeat, rounds=4 if len(top) > 1 else 1
     )
     finalists = [
-        Finalist(r.trial_index, dict(r.assignment), r.latency_s, f.latency_s, f.error_kind)  # type: ignore[arg-type]
+        Finalist(
+            r.trial_index,
+            dict(r.assignment),
+            r.latency_s,  # type: ignore[arg-type]
+            f.latency_s,
+            f.error_kind,
+            f.rounds_s,
+        )
         for r, f in zip(top, finals, strict=True)
     ]
     timed = [i for i, f in enumerate(finals) if f.latency_s is not None]
-    pick = min(timed, key=lambda i: (finals[i].latency_s, i)) if timed else 0
+    pick = min(timed, key=lambda i: (_selection_latency(finals[i]), i)) if timed else 0
     best, final = top[pick], finals[pick]
-    latency = final.latency_s if final.latency_s is not None else best.latency_s
+    latency = _reported_latency(final) if final.latency_s is not None else best.latency_s
     correct = final.correct
     kernel = None
     if space.target.runs_in_process:
@@ -758,6 +778,19 @@ def _finish(
         script=kernel.script if kernel is not None else sch.mod.script(),
         finalists=finalists,
     )
+
+
+def _selection_latency(final: FinalMeasurement) -> float:
+    """What a finalist is picked by: the median of its first half of rounds."""
+    half = final.rounds_s[: len(final.rounds_s) // 2]
+    return statistics.median(half) if half else final.latency_s  # type: ignore[return-value]
+
+
+def _reported_latency(final: FinalMeasurement) -> float:
+    """The picked finalist's latency: the median of the rounds it was *not* picked by, so
+    that the figure is not the luckiest of k noisy medians (the winner's curse)."""
+    rest = final.rounds_s[len(final.rounds_s) // 2 :]
+    return statistics.median(rest) if len(final.rounds_s) >= 2 else final.latency_s  # type: ignore[return-value]
 
 
 def _result_of(space: Space, best: TrialRecord, flop: float, latency: float | None) -> dict:

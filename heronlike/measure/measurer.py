@@ -51,13 +51,15 @@ class FinalMeasurement(NamedTuple):
 
     ``latency_s`` is the median of the final repeats (None when the re-run failed),
     ``correct`` whether the re-run's outputs matched the reference (None when it did not run),
-    ``error_kind``/``error_msg`` why it failed, if it did.
+    ``error_kind``/``error_msg`` why it failed, if it did, ``rounds_s`` the median latency of
+    each round of :meth:`HardwareMeasurer.finish_many` (seconds).
     """
 
     latency_s: float | None
     correct: bool | None
     error_kind: str | None
     error_msg: str | None
+    rounds_s: tuple[float, ...] = ()
 
 
 #: called with (position in the batch, its Measurement) the moment a trial's outcome is known
@@ -238,6 +240,7 @@ class HardwareMeasurer:
         self.runner.repeat = max(1, -(-repeat // rounds))
         self.runner.number = max(self.runner.number, 10)
         timings: dict[int, list[float]] = {i: [] for i in artifacts}
+        per_round: dict[int, list[float]] = {i: [] for i in artifacts}
         try:
             for r in range(rounds):
                 alive = [i for i in artifacts if out[i] is None]
@@ -248,6 +251,7 @@ class HardwareMeasurer:
                 for i, res in zip(order, results, strict=True):
                     if res.ok:
                         timings[i].extend(res.latencies_s or (res.latency_s,))  # type: ignore[arg-type]
+                        per_round[i].append(float(res.latency_s))  # type: ignore[arg-type]
                     else:
                         correct = False if res.error_kind == ErrorKind.WRONG_RESULT else None
                         out[i] = FinalMeasurement(None, correct, res.error_kind, res.error_msg)
@@ -256,7 +260,9 @@ class HardwareMeasurer:
                 _remove(a.artifact_path)
         for i, times in timings.items():
             if out[i] is None:
-                out[i] = FinalMeasurement(statistics.median(times), True, None, None)
+                out[i] = FinalMeasurement(
+                    statistics.median(times), True, None, None, tuple(per_round[i])
+                )
         return [m for m in out if m is not None]
 
     def close(self) -> None:
