@@ -1,8 +1,9 @@
 """TVM MetaSchedule as a baseline tuner: same compute, same trial budget, its default rules.
 
-MetaSchedule gets the plain TE compute of :mod:`heronlike.ops` (weights in the operator's own
-layout, not heronlike's packed VNNI layout): its default x86 rules (``DefaultX86("vnni")`` on a
-VNNI CPU) decide themselves whether and how to tensorize. Before tuning, heronlike's working VNNI
+MetaSchedule gets a TE compute of :mod:`heronlike.ops` (the suite hands it the weight in the
+layout heronlike's kernels take, :func:`pack_func_layouts`, or the operator's own layout): its
+default x86 rules (``DefaultX86("vnni")`` on a VNNI CPU, the plain LLVM rules on a CPU without
+VNNI) decide themselves whether and how to tensorize. Before tuning, heronlike's working VNNI
 intrinsic replaces TVM's built-in ``"dot_16x4_vnni"`` (which fails LLVM 22's verifier; notes
 tvm027.md §2), so MetaSchedule's ``MultiLevelTilingWithIntrin`` rule can produce working code;
 by default with a guard that keeps it off non-contiguous weight tiles
@@ -11,13 +12,20 @@ by default with a guard that keeps it off non-contiguous weight tiles
 The tune runs in its own worker process (:class:`MetaScheduleWorker`) with the measuring thread
 environment (``TVM_NUM_THREADS`` = cores; MetaSchedule's runner workers inherit it), builds with
 :func:`benchmarks.ms_build.fast_build` and measures each trial with the same ``time_evaluator``
-settings as heronlike's trials. Its best schedule is exported as a shared library; the suite then
-re-measures it with heronlike's own runner (same settings as heronlike's final re-measure) and
-checks its output against the numpy reference.
+settings as heronlike's trials. A measure callback records the tuning curve (after each batch of
+``trials_per_iter``: trials measured, seconds since ``tune_tir`` started, best latency so far).
+Its best schedule is exported as a shared library, its assembly is kept (``best.s``) and searched
+for ``vpdpbusd`` (whether the kernel really uses VNNI); the suite then times it with the same
+harness as every other column and checks its output against the numpy reference.
+
+:func:`pack_func_layouts` gives MetaSchedule's compute the weight layouts heronlike's kernels
+take (heronlike's one-time weight pre-packing, :attr:`heronlike.space.Space.packed`), so both
+tuners start from the same data layout.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -43,6 +51,11 @@ class MetaScheduleResult:
         tuning_latency_s: the best record's mean latency as measured during tuning (seconds).
         wall_s: seconds for ``tune_tir`` plus picking, compiling and exporting the best.
         error: why no kernel came out, else ``None``.
+        curve: after each measured batch, ``(trials measured, seconds since tune_tir started,
+            best latency so far in seconds or None)``; the latency of a trial is the median of
+            its ``run_secs`` (heronlike's trials report the median too).
+        uses_vnni: whether the best kernel's assembly holds ``vpdpbusd`` (``None``: no kernel,
+            or its assembly could not be read).
     """
 
     artifact_path: str | None
@@ -51,6 +64,85 @@ class MetaScheduleResult:
     tuning_latency_s: float | None
     wall_s: float
     error: str | None = None
+    curve: tuple[tuple[int, float, float | None], ...] = ()
+    uses_vnni: bool | None = None
+
+
+#: the instruction that marks a kernel as using AVX512-VNNI / AVX-VNNI (u8 x s8 dot products)
+VNNI_MNEMONIC = "vpdpbusd"
+
+
+def asm_uses_vnni(asm: str) -> bool:
+    """Whether assembly text holds a ``vpdpbusd`` (any operand width or encoding)."""
+    return VNNI_MNEMONIC in asm.lower()
+
+
+def executable_asm(executable: Any) -> str | None:
+    """The assembly of a CPU ``tvm.compile`` result (``executable.mod.inspect_source("asm")``,
+    TVM 0.27's LLVM module), or ``None`` where it cannot be read."""
+    try:
+        return str(executable.mod.inspect_source("asm"))
+    except Exception:  # noqa: BLE001 - not an LLVM module, or no source kept
+        return None
+
+
+def library_uses_vnni(path: str | Path) -> bool | None:
+    """Whether a shared library's machine code holds ``vpdpbusd`` (``objdump -d``), or ``None``
+    when ``objdump`` is missing or fails."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["objdump", "-d", "--no-show-raw-insn", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return asm_uses_vnni(out)
+
+
+_CURVE_CALLBACK: Any = None
+
+
+def _curve_callback(t0: float, time_limit_s: float | None = None) -> Any:
+    """A MetaSchedule measure callback that appends ``(trials, seconds since t0, best latency)``
+    to its ``points`` after every measured batch and, once ``time_limit_s`` seconds have
+    passed, terminates the task (no new batch starts: heronlike's ``time_budget_s`` rule).
+    The class is built on first use: it needs TVM."""
+    global _CURVE_CALLBACK
+    if _CURVE_CALLBACK is None:
+        import statistics
+
+        from tvm.ir.utils import derived_object
+        from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+        @derived_object
+        class CurveCallback(PyMeasureCallback):
+            def __init__(self, t0: float, time_limit_s: float | None) -> None:
+                self.t0 = t0
+                self.time_limit_s = time_limit_s
+                self.done = 0
+                self.best: float | None = None
+                self.points: list[tuple[int, float, float | None]] = []
+
+            def apply(self, task_scheduler, task_id, candidates, builds, runs) -> None:  # noqa: ANN001
+                for b, r in zip(builds, runs):
+                    self.done += 1
+                    secs = [float(x) for x in (r.run_secs or [])]
+                    if b.error_msg is None and r.error_msg is None and secs:
+                        lat = statistics.median(secs)
+                        if lat < FAILED_RUN_SECS / 10 and (self.best is None or lat < self.best):
+                            self.best = lat
+                elapsed = time.perf_counter() - self.t0
+                self.points.append((self.done, elapsed, self.best))
+                if self.time_limit_s is not None and elapsed >= self.time_limit_s:
+                    task_scheduler.terminate_task(task_id)
+
+        _CURVE_CALLBACK = CurveCallback
+    return _CURVE_CALLBACK(t0, time_limit_s)
 
 
 def register_guarded_vnni(name: str = "dot_16x4_vnni") -> str:
@@ -102,6 +194,8 @@ def _tune(
     number: int,
     repeat: int,
     min_repeat_ms: int,
+    build_timeout_s: float = 60.0,
+    time_limit_s: float | None = None,
 ) -> MetaScheduleResult:
     """Worker side of :meth:`MetaScheduleWorker.tune`."""
     import tvm
@@ -112,14 +206,20 @@ def _tune(
 
     mod = tvm.ir.load_json(mod_json)
     tgt = Target(target)
+    # console: warnings only (the full log stays in work_dir/logs); tune_tir's logging set-up
+    # resets the level to DEBUG, so set it before every tune
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     t0 = time.perf_counter()
+    curve = _curve_callback(t0, time_limit_s)
     db = ms.tune_tir(
         mod=mod,
         target=tgt,
         work_dir=work_dir,
         max_trials_global=trials,
         num_trials_per_iter=min(trials_per_iter, trials),
-        builder=ms.builder.LocalBuilder(max_workers=cores, timeout_sec=60, f_build=fast_build),
+        builder=ms.builder.LocalBuilder(
+            max_workers=cores, timeout_sec=build_timeout_s, f_build=fast_build
+        ),
         runner=ms.runner.LocalRunner(
             timeout_sec=30,
             evaluator_config=ms.runner.EvaluatorConfig(
@@ -130,6 +230,7 @@ def _tune(
             ),
         ),
         cost_model="xgb",
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), curve],
         strategy="evolutionary",
         seed=seed,
         num_tuning_cores=cores,
@@ -140,14 +241,19 @@ def _tune(
         ok = bool(secs) and max(secs) < FAILED_RUN_SECS / 10
         latencies.append(sum(secs) / len(secs) if ok else None)
     valid = [x for x in latencies if x is not None]
-    artifact, error = None, None
+    artifact, error, vnni = None, None, None
     sch = ms.tir_integration.compile_tir(db, mod, tgt) if valid else None
     if sch is None:
         error = "no valid MetaSchedule candidate"
     else:
         path = Path(work_dir) / "best.so"
-        tvm.compile(sch.mod, target=tgt).export_library(str(path))
+        executable = tvm.compile(sch.mod, target=tgt)
+        executable.export_library(str(path))
         (Path(work_dir) / "best_trace.py").write_text(str(sch.trace))
+        asm = executable_asm(executable)
+        if asm is not None:
+            (Path(work_dir) / "best.s").write_text(asm)
+        vnni = asm_uses_vnni(asm) if asm is not None else library_uses_vnni(path)
         artifact = str(path)
     return MetaScheduleResult(
         artifact_path=artifact,
@@ -156,6 +262,8 @@ def _tune(
         tuning_latency_s=min(valid) if valid else None,
         wall_s=time.perf_counter() - t0,
         error=error,
+        curve=tuple(curve._inst.points),
+        uses_vnni=vnni,
     )
 
 
@@ -192,6 +300,8 @@ class MetaScheduleWorker:
         repeat: int = 5,
         min_repeat_ms: float = 10.0,
         timeout_s: float | None = None,
+        build_timeout_s: float = 60.0,
+        time_limit_s: float | None = None,
     ) -> MetaScheduleResult:
         """Tune ``mod`` (an ``IRModule`` with a ``main`` PrimFunc) with MetaSchedule.
 
@@ -203,7 +313,11 @@ class MetaScheduleWorker:
             seed: MetaSchedule's seed (its search is not reproducible across runs anyway).
             trials_per_iter: candidates per search round (``num_trials_per_iter``).
             number, repeat, min_repeat_ms: the runner's ``EvaluatorConfig``.
-            timeout_s: limit for the whole tune (default: 60 s + 30 s per trial).
+            timeout_s: limit for the whole tune (default: 60 s + 30 s per trial); a tune
+                past it is killed and reported as an error.
+            build_timeout_s: the builder's limit per candidate.
+            time_limit_s: search time budget: once spent, no new round starts (the tune
+                ends with what it measured; ``None``: no limit).
 
         Returns:
             A :class:`MetaScheduleResult`; a tune that raised or timed out is reported in its
@@ -224,6 +338,8 @@ class MetaScheduleWorker:
             int(number),
             int(repeat),
             int(round(min_repeat_ms)),
+            float(build_timeout_s),
+            None if time_limit_s is None else float(time_limit_s),
         )
         try:
             self._worker.start()  # imports are not charged to the tune
@@ -333,3 +449,27 @@ def pack_func_weight(func: Any, op: str) -> tuple[Any, tuple[int, int, int] | No
 def _read_index(sch: Any, block: Any, buffer: Any) -> int:
     reads = sch.get(block).reads
     return next(i for i, r in enumerate(reads) if r.source.same_as(buffer))
+
+
+def pack_func_layouts(func: Any, layouts: dict[int, Any]) -> Any:
+    """``func`` with parameter ``i`` re-laid out by ``layouts[i]`` (an index function such as
+    heronlike's :class:`~heronlike.template.PackedLayout` or
+    :class:`~rules.general.PermutedLayout`: logical indices in, stored indices out), through
+    ``transform_layout`` on the block that reads it: the layout heronlike's kernel takes, given
+    to MetaSchedule too (a one-time weight pre-packing outside the timing for both). The
+    caller packs the arrays with the same layouts' ``pack``."""
+    from tvm import s_tir
+    from tvm.tirx import IndexMap
+
+    sch = s_tir.Schedule(func)
+    for pos, layout in sorted(layouts.items()):
+        buf = sch.mod["main"].params[pos]
+        ndim = len(buf.ty.shape)
+        reader = next(
+            b
+            for b in sch.get_child_blocks(sch.get_sblock("root"))
+            if any(r.source.same_as(buf) for r in sch.get(b).reads)
+        )
+        index = IndexMap.from_func(layout, ndim=ndim, index_dtype="int32")
+        sch.transform_layout(reader, ("read", _read_index(sch, reader, buf)), index)
+    return sch.mod["main"]

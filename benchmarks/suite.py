@@ -1,23 +1,66 @@
-"""The benchmark suite: heronlike against TVM MetaSchedule, PyTorch and numpy, in one run.
+"""The benchmark suite: heronlike against TVM MetaSchedule, PyTorch and numpy, one fair table.
 
 For each case of Heron's DL Boost shape tables (ASPLOS'23 artifact ``tests/figure8/configs``;
-notes heron_repo.md §7.2), on this machine, one after the other (no two tuners or timings
-overlap):
+notes heron_repo.md §7.2: GEMM, BMM, C1D, C2D, C3D, DIL, T2D, GEMV, SCAN), on this machine, one
+step after the other (no two tuners or timings overlap):
 
-1. heronlike: ``heronlike.tune(compute, "dlboost", trials=T, explorer=...)``; latency = the best
-   kernel re-measured after tuning, valid rate = valid / trials run, tuning wall time.
-2. TVM MetaSchedule (:mod:`benchmarks.metaschedule`): the same plain TE compute, the same trial
-   budget, its default rules, with heronlike's VNNI intrinsic registered as ``dot_16x4_vnni``;
-   its best kernel is re-measured by heronlike's runner with the same settings as heronlike's
-   final re-measure and checked against the numpy reference.
-3. PyTorch CPU and numpy (:mod:`heronlike.baselines`), each in a fresh process with the same
-   thread count; the implementation used is named in ``pytorch_impl`` / ``numpy_impl``.
+1. **heronlike**: ``heronlike.tune(compute, target, trials=T, explorer="cga", batch_size=B)``.
+2. **TVM MetaSchedule** (:mod:`benchmarks.metaschedule`): the same compute with the weight in
+   the layout heronlike's kernel takes (its one-time pre-packing, ``Space.packed``: the VNNI
+   tile layout on DL Boost, the vector axis innermost with the general rule set), the same
+   trial budget ``T``, rounds of ``B`` candidates (as heronlike's batches), the same per-trial
+   ``time_evaluator`` settings, its default rules for the same TVM target, heronlike's working
+   VNNI intrinsic registered as ``dot_16x4_vnni``.
+3. **PyTorch** (CPU, oneDNN; the faster of the int8 paths PyTorch has for the operator, weights
+   pre-packed where PyTorch can pre-pack them: ``torch.ao.nn.quantized.Linear`` / ``Conv*d``
+   under the ``onednn`` and ``x86`` engines, and ``torch._int_mm``, whose weight cannot be
+   pre-packed) and **numpy** (float32 BLAS, :mod:`heronlike.baselines`).
 
-Writes ``<out>/suite-<timestamp>.csv`` and ``.png`` (speedups, log scale), prints a table with
-geometric-mean speedups. A case whose operator is not in :mod:`heronlike.ops` yet is reported
-as skipped, as is a tuner that rejects the shape (its message is kept).
+**One harness times every column**: each of the four runs in a fresh process with the same
+thread environment (``thread_env(cores)``: TVM, OpenMP, BLAS), 3 warm-up calls, then the median
+of 15 samples of at least 10 ms each (:func:`heronlike.baselines._median_time`); the two tuned
+kernels are loaded from their exported libraries, called from Python like the libraries, and
+their outputs checked against the numpy reference first (outputs poisoned before the run).
 
-    python benchmarks/suite.py                        # the default subset, default budget
+**Same shape for everyone (padding).** Where heronlike would pad a shape to the VNNI tile
+(``n % 16``, ``k % 4``: G3 and G5 with N = 1000), the case runs the padded shape for *every*
+column, as Heron's artifact did (N = 1008): the simplest honest option. ``shape_run`` gives the
+shape that ran and ``padded`` what was padded (empty: the case's own shape). With the general
+rule set (no intrinsic) nothing is padded.
+
+**VNNI or not.** On a CPU with AVX512-VNNI both tuners target DL Boost (heronlike ``"dlboost"``).
+On a CPU without it (such as an AVX2 Zen 3) the suite switches itself to the general mode:
+heronlike ``"llvm"`` (= ``"dlboost -general"``), MetaSchedule on the same plain LLVM target
+(its rules then have no VNNI intrinsic), int8 computed without VNNI by both; every row and the
+summary then say that the VNNI figures are unmeasured (``--mode`` forces a mode). The columns
+``heronlike_vnni`` / ``ms_vnni`` say whether the best kernel's assembly holds ``vpdpbusd``; the
+geometric means are printed over all rows and over the rows where both sides used VNNI.
+
+**Curves.** Beside the latency at equal trials, each tuner's curve (after every batch: trials,
+seconds since the tune call, best tuning-time latency): trials and seconds until it reached 95%
+of its own final best, and each tuner's best within the search time of the tuner that finished
+first (``eq_wall_s``: equal wall time; empty when a tuner had no result yet by then).
+
+**% of peak**: of the compute peak measured on this machine by :func:`benchmarks.peak.
+measure_peaks` on all cores, the VNNI ``vpdpbusd`` kernel in VNNI mode, the fp32 FMA kernel
+(AVX-512, else AVX2) in the general mode.
+
+**Budget**: ``--trials`` per tuner in batches of ``--batch`` (heronlike's batch = MetaSchedule's
+round); ``--time-limit`` caps each tuner's search time per case (once spent, neither starts a new
+batch; the trials each measured are in the CSV). ``--quick`` is the 2-core budget (16 trials,
+batches of 8, 120 s) on :data:`QUICK_CASES`; ``--table`` runs every case but gives G2 and B5
+(over ``--max-gop-per-core``) a "too large" row unless ``--full``.
+
+**Output**: ``<out>/suite-<cpu>-<mode>-<budget>-<date>.csv`` (one row per case, written as each
+case finishes), ``suite_summary-….csv`` (geometric means, both ways), ``suite-….png`` (CPU and
+date in the title), and per-case work folders (records, MetaSchedule's database and logs, each
+best kernel's ``best.so`` and ``best.s``). **Resumable**: re-running the same command continues
+the newest CSV of the same CPU, mode and budget in ``--out`` (``--fresh`` starts a new one,
+``--csv`` names one): cases already in it are skipped, so a killed run loses at most the case in
+progress, which starts over from scratch.
+
+    python benchmarks/suite.py --quick                # 16 cases, 16 trials per tuner
+    python benchmarks/suite.py --table --quick        # the whole table at the same budget
     python benchmarks/suite.py --cases G1,C2D2 --trials 32
     python benchmarks/suite.py --cases gemm:128,128,128 --trials 8   # any shape, our API order
     python benchmarks/suite.py --full --no-metaschedule
@@ -29,9 +72,11 @@ import argparse
 import csv
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +98,8 @@ API_ARGS: dict[str, tuple[str, ...]] = {name: args for name, (_, args) in OPERAT
 #   C3D  (N, D, H, W, CO, CI, KD, KH, KW, s, p, d) -> c3d(N, D, H, W, CI, CO, ...)  (CO first!)
 #   T2D  (N, H, W, CI, CO, KH, KW, s, p, d, output_padding) -> same order
 #   GEMV (M, K), SCAN (M, N, K)    -> same order
-# G3 and G5 use the true N = 1000: Heron rounded it up to 1008 to fit its 16-wide tiles.
+# G3 and G5 have the true N = 1000 (Heron rounded it up to 1008 to fit its 16-wide tiles); in
+# VNNI mode the suite runs them padded to 1008 for every column (see pad_to_intrinsic).
 HERON_CASES: dict[str, tuple[str, tuple[int, ...]]] = {
     "G1": ("gemm", (1024, 1024, 1024)),
     "G2": ("gemm", (4096, 4096, 4096)),
@@ -108,14 +154,31 @@ HERON_CASES: dict[str, tuple[str, tuple[int, ...]]] = {
 
 #: the default subset (issue 4): GEMM G1, G3, G5, BMM B1, C2D1, C2D2, one C1D, one GEMV
 DEFAULT_CASES = ("G1", "G3", "G5", "B1", "C2D1", "C2D2", "C1D3", "GV5")
-#: chosen so that the default subset finishes within about 30 minutes on 2 cores
-#: (MetaSchedule about 1 s per trial, heronlike about 0.25 s, plus fixed costs per case)
+#: budget of each tuner without --quick / --trials
 DEFAULT_TRIALS = 100
+#: --quick: trials per tuner, batch (heronlike batch = MetaSchedule round) and search time limit
+#: per tuner (s), for a table of QUICK_CASES in about 50 minutes on 2 cores (benchmarks/README.md)
+QUICK_TRIALS, QUICK_BATCH, QUICK_TIME_LIMIT_S = 16, 8, 120.0
+#: --quick's cases (unless --cases / --table / --full): two per operator of Heron's table (one
+#: each for GEMV and SCAN), G3 being the padded one, at most a few GOP each
+QUICK_CASES = ("G1", "G3", "B1", "B4", "C1D1", "C1D3", "C2D1", "C2D6", "C3D2", "C3D5", "D1",
+               "D4", "T1", "T4", "GV5", "S3")  # fmt: skip
+#: --table skips (as a row saying so) cases of more giga-operations than this per core: G2
+#: (137 GOP) and B5 (103 GOP) on 2 cores; --full or --max-gop-per-core runs them
+MAX_GOP_PER_CORE = 10.0
 
-# time_evaluator settings: per trial (both tuners) and for the final re-measure (both tuners'
-# best kernels; heronlike.tune re-measures with number = max(number, 10), repeat = final_repeat)
+# time_evaluator settings of every tuning trial (both tuners), and the builders' limit per
+# candidate (both tuners)
 TRIAL_NUMBER, TRIAL_REPEAT, MIN_REPEAT_MS = 3, 5, 10.0
-FINAL_NUMBER, FINAL_REPEAT = 10, 20
+BUILD_TIMEOUT_S = 30.0
+#: heronlike's finish: finalists re-measured with number = 10, repeat = FINAL_REPEAT
+FINALISTS, FINAL_REPEAT = 2, 5
+#: heronlike's finish: calls averaged into one measurement (the runner raises it to >= 10)
+FINAL_NUMBER = 10
+#: the one timing harness: median of this many samples (each >= 10 ms) after 3 warm-up calls
+HARNESS_SAMPLES = 15
+#: a tuner has "converged" when its best reaches this fraction of its own final best
+CONVERGED = 0.95
 
 
 def heron_to_params(op: str, heron_args: Sequence[int]) -> dict[str, int]:
@@ -156,6 +219,412 @@ def parse_case(spec: str) -> tuple[str, str, dict[str, int], str]:
 
 
 # ------------------------------------------------------------------------------------------------
+# mode (VNNI or general) and the shape that runs
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How the table runs on this CPU.
+
+    Attributes:
+        name: ``"vnni"`` (DL Boost; the intrinsic's figures are measured) or ``"general"``.
+        target: heronlike's target (``"dlboost"`` or ``"llvm"`` = ``"dlboost -general"``); its
+            ``tvm_target()`` is MetaSchedule's target too.
+        note: one sentence for every row and the summary.
+    """
+
+    name: str
+    target: str
+    note: str
+
+    @property
+    def vnni_measured(self) -> bool:
+        return self.name == "vnni"
+
+
+def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
+    """The mode for ``--mode`` (``auto``: ``vnni`` when this CPU has AVX512-VNNI, else
+    ``general``) or an explicit heronlike ``--target`` (general when it is a general target).
+    """
+    from heronlike.dla_targets.dlboost import host_has_vnni
+    from heronlike.target import get_target
+
+    has_vnni = host_has_vnni()
+    if target is not None:
+        general = bool(getattr(get_target(target), "general", False))
+        name = "general" if general else "vnni"
+    else:
+        name = mode if mode != "auto" else ("vnni" if has_vnni else "general")
+        target = "dlboost" if name == "vnni" else "llvm"
+    if name == "vnni":
+        note = "VNNI: both tuners target DL Boost (AVX512-VNNI vpdpbusd)"
+    elif has_vnni:
+        note = (
+            "general: heronlike's general rule set (target llvm = dlboost -general) and "
+            "MetaSchedule on plain llvm; this CPU has VNNI, so either may still use it"
+        )
+    else:
+        note = (
+            "general: this CPU has no AVX512-VNNI, so both tuners run without the VNNI "
+            "intrinsic (heronlike target llvm = dlboost -general, MetaSchedule on plain llvm); "
+            "VNNI figures are unmeasured"
+        )
+    return Mode(name, target, note)
+
+
+#: operator -> (the parameter that is the VNNI tile's n, the one that is its k)
+PAD_PARAMS: dict[str, tuple[str, str]] = {
+    "gemm": ("N", "K"),
+    "bmm": ("N", "K"),
+    "gemv": ("M", "K"),
+    "c1d": ("CO", "CI"),
+    "c2d": ("CO", "CI"),
+    "dil": ("CO", "CI"),
+    "t2d": ("CO", "CI"),
+    "c3d": ("CO", "CI"),
+}
+
+
+def pad_to_intrinsic(op: str, params: dict[str, int], mode: Mode) -> tuple[dict[str, int], str]:
+    """The shape every column runs, and what was padded (``""``: nothing).
+
+    In VNNI mode a case whose VNNI ``n`` (output features) is not a multiple of 16 or whose
+    ``k`` (reduction channels) is not a multiple of 4 is rounded up (Heron's N = 1008 for
+    N = 1000), so heronlike, MetaSchedule, PyTorch and numpy all compute the same padded
+    shape; in general mode nothing is padded.
+    """
+    if mode.name != "vnni" or op not in PAD_PARAMS:
+        return dict(params), ""
+    out, notes = dict(params), []
+    for name, tile in zip(PAD_PARAMS[op], (16, 4), strict=True):
+        value = out[name]
+        if value % tile:
+            out[name] = -(-value // tile) * tile
+            notes.append(f"{name} {value}->{out[name]}")
+    return out, ", ".join(notes)
+
+
+def _params_text(params: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+# ------------------------------------------------------------------------------------------------
+# tuning curves
+
+
+def curve_metrics(curve: Sequence[tuple[int, float, float | None]]) -> dict[str, Any]:
+    """From a curve of ``(trials, seconds, best latency so far)`` points: the final best
+    latency, the search time (the last point's seconds), and the trials and seconds of the first
+    point whose best reached :data:`CONVERGED` of the final best throughput."""
+    pts = [(int(n), float(s), lat) for n, s, lat in curve]
+    final = min((lat for _, _, lat in pts if lat), default=None)
+    out: dict[str, Any] = {
+        "best_s": final,
+        "search_s": pts[-1][1] if pts else None,
+        "trials_to_95": None,
+        "s_to_95": None,
+    }
+    if final is None:
+        return out
+    for n, s, lat in pts:
+        if lat and final / lat >= CONVERGED:
+            out["trials_to_95"], out["s_to_95"] = n, s
+            break
+    return out
+
+
+def best_at(curve: Sequence[tuple[int, float, float | None]], seconds: float) -> float | None:
+    """The best latency a curve had reached within ``seconds`` (``None``: none by then)."""
+    lats = [lat for _, s, lat in curve if s <= seconds + 1e-9 and lat]
+    return min(lats) if lats else None
+
+
+def curve_text(curve: Sequence[tuple[int, float, float | None]]) -> str:
+    """A curve in one CSV cell: ``trials@seconds:best_ms`` per point, ``;``-separated."""
+    return ";".join(
+        f"{n}@{s:.1f}:{'' if lat is None else f'{lat * 1e3:.4g}'}" for n, s, lat in curve
+    )
+
+
+def parse_curve(text: str) -> list[tuple[int, float, float | None]]:
+    """Inverse of :func:`curve_text` (latencies back in seconds)."""
+    out = []
+    for item in filter(None, (text or "").split(";")):
+        head, _, ms = item.partition(":")
+        n, _, s = head.partition("@")
+        out.append((int(n), float(s), float(ms) / 1e3 if ms else None))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the one timing harness (every column: fresh process, same threads, same warm-up and samples)
+
+
+def _logical(array: Any, shape: Sequence[int]) -> Any:
+    """A kernel's output in the compute's shape (a row-major reshape, a padded buffer cut)."""
+    import numpy as np
+
+    shape = tuple(shape)
+    if array.shape == shape:
+        return array
+    if array.ndim != len(shape):
+        return array.reshape(shape)
+    return np.ascontiguousarray(array[tuple(slice(0, d) for d in shape)])
+
+
+def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samples: int):
+    """Harness worker for the tuned kernels, one after the other in this process: for each
+    ``(library, arguments .npz)`` load the library, poison the outputs, run once and compare
+    with the reference, then time ``main`` on the same arrays. Returns one ``(seconds or None,
+    correct, message)`` per kernel."""
+    import numpy as np
+    import tvm
+
+    from heronlike.baselines import _median_time
+
+    with np.load(expected_path) as z:
+        expected = {int(k[3:]): z[k] for k in z.files}
+    dev = tvm.cpu()
+    out = []
+    for so_path, args_path in kernels:
+        try:
+            fn = tvm.runtime.load_module(so_path)["main"]
+            with np.load(args_path) as z:
+                arrays = [z[f"arg{i}"] for i in range(len(z.files))]
+            for i, a in list(enumerate(arrays)):
+                if i in expected:  # poison: a kernel that skips initialisation fails the check
+                    poison = np.nan if np.issubdtype(a.dtype, np.floating) else 0x5A5A5A5A
+                    arrays[i] = np.full(a.shape, poison).astype(a.dtype)
+            tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+            fn(*tensors)
+            bad = []
+            for i, want in expected.items():
+                got = _logical(tensors[i].numpy(), want.shape)
+                if np.issubdtype(want.dtype, np.floating):
+                    ok = np.allclose(got, want, rtol=1e-3, atol=1e-3)
+                else:
+                    ok = np.array_equal(got, want)
+                if not ok:
+                    bad.append(f"wrong_result: output {i} differs from the reference")
+            if bad:
+                out.append((None, False, "; ".join(bad)))
+                continue
+            out.append((_median_time(lambda fn=fn, t=tensors: fn(*t), samples), True, ""))
+        except Exception as err:  # noqa: BLE001 - the next kernel is still timed
+            out.append((None, False, f"harness: {_short(err)}"))
+    return out
+
+
+def time_tvm_kernels(
+    kernels: dict[str, tuple[Path, list]], expected: dict, work: Path, threads: int
+) -> dict[str, tuple[float | None, bool, str]]:
+    """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
+    harness in one fresh process; ``name -> (seconds or None, correct, message)``."""
+    import numpy as np
+
+    from heronlike.measure import run_in_subprocess
+
+    if not kernels:
+        return {}
+    exp_path = work / "harness_expected.npz"
+    np.savez(exp_path, **{f"arg{i}": a for i, a in expected.items()})
+    items = []
+    for name, (so, arrays) in kernels.items():
+        args_path = work / f"harness_args_{name}.npz"
+        np.savez(args_path, **{f"arg{i}": a for i, a in enumerate(arrays)})
+        items.append((str(so), str(args_path)))
+    try:
+        results = run_in_subprocess(
+            _worker("_tvm_kernels_worker"),
+            items,
+            str(exp_path),
+            HARNESS_SAMPLES,
+            timeout_s=600,
+            num_threads=threads,
+        )
+    except Exception as err:  # noqa: BLE001 - a kernel that crashes the process is data
+        results = [(None, False, f"harness: {_short(err)}")] * len(items)
+    finally:
+        exp_path.unlink(missing_ok=True)
+        for _, args_path in items:
+            Path(args_path).unlink(missing_ok=True)
+    return dict(zip(kernels, results, strict=True))
+
+
+def _torch_worker(op: str, params: dict[str, int], samples: int, threads: int):
+    """Harness worker for PyTorch: every int8 CPU path PyTorch has for the operator is timed,
+    the fastest is returned as ``(seconds, implementation text naming the others)``.
+
+    Matrix products (GEMM, GEMV as a 1-row product, BMM as one call per batch):
+    ``torch.ao.nn.quantized.Linear`` (u8 x s8, weight pre-packed at ``set_weight_bias``,
+    requantised u8 output) under the ``onednn`` and ``x86`` engines, and ``torch._int_mm``
+    (s8 x s8 -> s32 exact; its weight cannot be pre-packed). Convolutions:
+    ``torch.ao.nn.quantized.Conv{1,2,3}d`` / ``ConvTranspose2d`` (u8 x s8, pre-packed weight,
+    channels-last) under both engines. SCAN: ``torch.cumsum`` over int32 rows.
+    """
+    import warnings
+
+    import torch
+
+    from heronlike.baselines import _MATMUL_SHAPES, _conv_geometry, _median_time
+
+    warnings.filterwarnings("ignore")  # quantized tensor creation is deprecated (still works)
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    engines = [e for e in ("onednn", "x86") if e in torch.backends.quantized.supported_engines]
+    timed: dict[str, float] = {}
+    failed: list[str] = []
+
+    def attempt(name: str, make) -> None:  # noqa: ANN001
+        try:
+            fn = make()
+            with torch.no_grad():
+                timed[name] = _median_time(fn, samples)
+        except Exception as err:  # noqa: BLE001 - the other paths still count
+            failed.append(f"{name} failed ({str(err).splitlines()[0][:80] if str(err) else err})")
+
+    if op in _MATMUL_SHAPES:
+        import torch.ao.nn.quantized as nnq
+
+        batch, M, N, K = _MATMUL_SHAPES[op](params)
+
+        def linear(engine: str):  # noqa: ANN202
+            def make():  # noqa: ANN202
+                torch.backends.quantized.engine = engine
+                mods = []
+                for _ in range(batch):
+                    mod = nnq.Linear(K, N, bias_=False)
+                    w = torch.randn(N, K) * 0.1
+                    mod.set_weight_bias(torch.quantize_per_tensor(w, 0.01, 0, torch.qint8), None)
+                    mod.scale, mod.zero_point = 1.0, 0
+                    mods.append(mod)
+                qx = torch.quantize_per_tensor(torch.rand(M, K), 1 / 255, 0, torch.quint8)
+                return lambda: [m(qx) for m in mods]
+
+            return make
+
+        for engine in engines:
+            attempt(f"torch.ao.nn.quantized.Linear ({engine} engine, pre-packed, u8 x s8)",
+                    linear(engine))  # fmt: skip
+
+        def int_mm():  # noqa: ANN202
+            a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
+            b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
+            if not torch.equal(torch._int_mm(a, b).to(torch.int64), a.long() @ b.long()):
+                raise ValueError("torch._int_mm is not exact on this CPU")
+            return lambda: [torch._int_mm(a, b) for _ in range(batch)]
+
+        attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed)", int_mm)
+    elif op == "scan":
+
+        def cumsum():  # noqa: ANN202
+            x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
+            return lambda: torch.cumsum(x, dim=1)
+
+        attempt("torch.cumsum (int32)", cumsum)
+    else:
+        import torch.ao.nn.quantized as nnq
+
+        g = _conv_geometry(op, params)
+        nd = len(g["spatial"])
+        ci, co, groups = g["CI"], g["CO"], g["groups"]
+        kw = dict(stride=g["stride"], padding=g["pad"], dilation=g["dilation"], groups=groups)
+
+        def conv(engine: str):  # noqa: ANN202
+            def make():  # noqa: ANN202
+                torch.backends.quantized.engine = engine
+                if g["transposed"]:
+                    if nd != 2:
+                        raise ValueError("only 2-D transposed convolution")
+                    mod = nnq.ConvTranspose2d(
+                        ci, co, g["kernel"], output_padding=g["output_padding"], **kw
+                    )
+                    wshape = (ci, co // groups, *g["kernel"])
+                else:
+                    mod = {1: nnq.Conv1d, 2: nnq.Conv2d, 3: nnq.Conv3d}[nd](
+                        ci, co, g["kernel"], **kw
+                    )
+                    wshape = (co, ci // groups, *g["kernel"])
+                w = torch.quantize_per_tensor(torch.randn(wshape) * 0.1, 0.01, 0, torch.qint8)
+                mod.set_weight_bias(w, None)
+                mod.scale, mod.zero_point = 1.0, 0
+                x = torch.rand(g["N"], ci, *g["spatial"])
+                qx = torch.quantize_per_tensor(x, 1 / 255, 0, torch.quint8)
+                fmt = {2: torch.channels_last, 3: torch.channels_last_3d}.get(nd)
+                if fmt is not None:
+                    qx = qx.contiguous(memory_format=fmt)
+                return lambda: mod(qx)
+
+            return make
+
+        for engine in engines:
+            name = f"torch.ao.nn.quantized.{'ConvTranspose2d' if g['transposed'] else 'Conv'}"
+            name += f"{'' if g['transposed'] else f'{nd}d'} ({engine} engine, pre-packed, u8 x s8)"
+            attempt(name, conv(engine))
+    if not timed:
+        raise RuntimeError("; ".join(failed) or f"no PyTorch path for {op!r}")
+    best = min(timed, key=timed.__getitem__)
+    others = [f"{n} {t * 1e3:.3g} ms" for n, t in timed.items() if n != best] + failed
+    return timed[best], best + (f" [also: {'; '.join(others)}]" if others else "")
+
+
+def time_pytorch(op: str, params: dict[str, int], threads: int) -> tuple[float | None, str]:
+    """PyTorch's fastest int8 path through the harness; ``(seconds or None, what ran)``."""
+    from heronlike.measure import run_in_subprocess
+
+    try:
+        return run_in_subprocess(
+            _worker("_torch_worker"),
+            op,
+            params,
+            HARNESS_SAMPLES,
+            threads,
+            timeout_s=600,
+            num_threads=threads,
+        )
+    except ModuleNotFoundError:
+        return None, "PyTorch is not installed (pip install 'heronlike[bench]')"
+    except Exception as err:  # noqa: BLE001
+        return None, f"PyTorch failed: {_short(err)}"
+
+
+def _worker(name: str) -> Any:
+    """A worker function of this module as ``benchmarks.suite.<name>``, so the harness's child
+    process imports it by name (also when this file runs as ``__main__``)."""
+    import importlib
+
+    return getattr(importlib.import_module("benchmarks.suite"), name)
+
+
+# ------------------------------------------------------------------------------------------------
+# peak
+
+
+def measure_peak(mode: Mode, threads: int) -> tuple[str | None, float | None, str]:
+    """``(kernel, op/s, note)``: this machine's measured peak for the mode on ``threads``
+    threads (:func:`benchmarks.peak.measure_peaks`): the VNNI kernel in VNNI mode, the fp32
+    FMA kernel (AVX-512 if the CPU has it, else AVX2) in the general mode."""
+    from heronlike.host import cpu_flags
+
+    if mode.name == "vnni":
+        wanted = ["vnni_u8s8_avx512", "vnni_u8s8_avx"]
+    else:
+        wanted = ["fma_f32_avx512", "fma_f32_avx2"] if "avx512f" in cpu_flags() else []
+        wanted = wanted or ["fma_f32_avx2"]
+    try:
+        from benchmarks.peak import measure_peaks
+
+        rows = measure_peaks(threads=[threads], repeats=3)
+    except Exception as err:  # noqa: BLE001 - % of peak is then unknown
+        return None, None, f"peak not measured: {_short(err)}"
+    by_kernel = {str(r["kernel"]): float(r["ops_per_s"]) for r in rows}
+    for name in wanted:
+        if name in by_kernel:
+            return name, by_kernel[name], ""
+    return None, None, f"peak not measured: no {'/'.join(wanted)} kernel on this CPU"
+
+
+# ------------------------------------------------------------------------------------------------
 # one case
 
 
@@ -164,8 +633,8 @@ def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
-def _pct(flop: float, latency: float | None, peak: float | None) -> float | None:
-    return 100.0 * flop / latency / peak if latency and peak else None
+def _pct(flop: float, latency_ms: float | None, peak: float | None) -> float | None:
+    return 100.0 * flop / (latency_ms / 1e3) / peak if latency_ms and peak else None
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -177,181 +646,307 @@ def _dirname(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in name)
 
 
-def run_heronlike(compute: Any, args: argparse.Namespace, paths: dict[str, Path], name: str):
-    """Tune with heronlike; returns a dict of CSV fields."""
+def run_heronlike(compute: Any, args, mode: Mode, work: Path, arrays):
+    """Tune with heronlike; CSV fields, its best kernel as ``(library, arrays in its
+    layout)`` or None, and the tune's space (whose ``packed`` layouts MetaSchedule gets too)."""
     import heronlike
+    from benchmarks.metaschedule import asm_uses_vnni, executable_asm, library_uses_vnni
 
+    curve: list[tuple[int, float, float | None]] = []
     t0 = time.perf_counter()
+
+    def progress(p: Any) -> None:
+        curve.append((p.trials_done, time.perf_counter() - t0, p.best_latency_s))
+
     try:
         r = heronlike.tune(
             compute,
-            args.target,
+            mode.target,
             trials=args.trials,
+            time_budget_s=args.time_limit,
             explorer=args.explorer,
             seed=args.seed,
-            records=paths["records"],
-            work_dir=paths["work"] / _dirname(name) / "heronlike",
+            records=work / "records.sqlite",
+            work_dir=work,
+            batch_size=args.batch,
             number=TRIAL_NUMBER,
             repeat=TRIAL_REPEAT,
             min_repeat_ms=MIN_REPEAT_MS,
+            build_timeout_s=BUILD_TIMEOUT_S,
+            finalists=FINALISTS,
             final_repeat=FINAL_REPEAT,
+            progress=progress,
         )
     except heronlike.UnsupportedShapeError as err:
-        return {"heronlike_status": f"skipped: {_short(err)}"}
+        return {"heronlike_status": f"skipped: {_short(err)}"}, None, None
     except Exception as err:  # noqa: BLE001 - one failing case must not stop the suite
-        return {"heronlike_status": f"error: {_short(err)}"}
-    wall = time.perf_counter() - t0
-    return {
-        "heronlike_status": "ok" if r.latency_s and r.correct else "no correct kernel",
-        "heronlike_ms": r.latency_s * 1e3 if r.latency_s else None,
-        "heronlike_correct": r.correct,
+        return {"heronlike_status": f"error: {_short(err)}"}, None, None
+    row: dict[str, Any] = {
         "heronlike_trials": r.trials_run,
         "heronlike_valid_rate": r.valid / r.trials_run if r.trials_run else None,
-        "heronlike_tune_s": wall,
+        "heronlike_tune_s": time.perf_counter() - t0,
+        "heronlike_curve": curve_text(curve),
+        "_heronlike_curve": curve,
+        "heronlike_correct": r.correct,
     }
+    if r.kernel is None or not r.latency_s:
+        row["heronlike_status"] = "no valid kernel"
+        return row, None, r.space
+    if not r.correct:
+        row["heronlike_status"] = "wrong_result in heronlike's own check"
+        return row, None, r.space
+    so = r.kernel.export_library(work / "best.so")
+    asm = executable_asm(r.kernel.executable)
+    if asm is not None:
+        (work / "best.s").write_text(asm)
+    row["heronlike_vnni"] = asm_uses_vnni(asm) if asm is not None else library_uses_vnni(so)
+    return row, (so, r.space.prepare_args(arrays)), r.space
 
 
-def run_metaschedule(dag: Any, op: str, tgt: Any, worker: Any, args, paths, name: str) -> dict:
-    """Tune with MetaSchedule, then re-measure and check its best kernel with heronlike's
-    runner under the final re-measure settings; returns a dict of CSV fields.
+def ms_layouts(space: Any, func: Any) -> dict[int, Any]:
+    """heronlike's packed parameter layouts (``space.packed``) by parameter position, for the
+    parameters whose kernel shape is the compute's own (not reshaped or padded by the target)."""
+    out = {}
+    names = [p.name for p in space.logical.params]
+    for name, layout in (space.packed or {}).items():
+        if name not in names:
+            continue
+        pos = names.index(name)
+        logical = tuple(int(d) for d in func.params[pos].ty.shape)
+        if tuple(int(d) for d in space.template.func.params[pos].shape) == logical:
+            out[pos] = layout
+    return out
 
-    With ``--ms-weights packed`` (default) MetaSchedule's compute takes the weight in the VNNI
-    layout (:func:`benchmarks.metaschedule.pack_func_weight`) when the operator and shape allow
-    it, as heronlike's kernels do (weight packing is a one-time step outside the timing for
-    both); otherwise the plain compute. ``ms_weights`` says which.
-    """
-    import numpy as np
+
+def run_metaschedule(dag, compute, space, args, mode: Mode, tgt, worker, work: Path, arrays):
+    """Tune with MetaSchedule (heronlike's weight layouts with ``--ms-weights packed``); CSV
+    fields and its best kernel as ``(library, arrays in its layout)`` or None."""
     import tvm
 
-    from benchmarks.metaschedule import pack_func_weight, pack_weight
-    from heronlike.measure import LocalRunner, RunInput
-    from heronlike.reference import random_inputs, reference_outputs, save_npz
+    from benchmarks.metaschedule import pack_func_layouts
+    from heronlike.space import generate_space
 
-    work = paths["work"] / _dirname(name) / "metaschedule"
-    func, dims = dag.func, None
+    func, layouts = dag.func, {}
     if args.ms_weights == "packed":
-        func, dims = pack_func_weight(dag.func, op)
-    layout = "plain" if dims is None else "packed (VNNI tiles, n//16 .. k//4, n%16, k%4)"
+        if space is None:  # heronlike failed: its layouts still come from its rules
+            try:
+                space = generate_space(compute, mode.target)
+            except Exception:  # noqa: BLE001
+                space = None
+        layouts = ms_layouts(space, dag.func) if space is not None else {}
+        if layouts:
+            func = pack_func_layouts(dag.func, layouts)
+    names = [p.name for p in dag.params]
+    layout_text = "; ".join(f"{names[i]}: {layouts[i]}" for i in sorted(layouts))
+    layout_text = f"packed as heronlike's kernel takes it: {layout_text}" if layouts else "plain"
     res = worker.tune(
         tvm.IRModule({"main": func}),
         tgt.tvm_target(),
         trials=args.trials,
         work_dir=work,
         seed=args.seed,
-        trials_per_iter=args.ms_trials_per_iter,
+        trials_per_iter=args.batch,
         number=TRIAL_NUMBER,
         repeat=TRIAL_REPEAT,
         min_repeat_ms=MIN_REPEAT_MS,
+        build_timeout_s=BUILD_TIMEOUT_S,
+        time_limit_s=args.time_limit,
     )
+    curve = [tuple(p) for p in res.curve]
     row: dict[str, Any] = {
-        "ms_weights": layout,
+        "ms_weights": layout_text,
         "ms_trials": res.trials_run,
         "ms_valid_rate": res.valid / res.trials_run if res.trials_run else None,
         "ms_tune_s": res.wall_s,
+        "ms_vnni": res.uses_vnni,
+        "ms_curve": curve_text(curve),
+        "_ms_curve": curve,
     }
     if res.artifact_path is None:
         row["ms_status"] = f"error: {res.error}"
-        return row
-    arrays = random_inputs(dag, np.random.default_rng(args.seed))
-    expected = reference_outputs(dag, arrays)
-    if dims is not None:
-        pos, n_dim, k_dim = dims
-        arrays[pos] = pack_weight(arrays[pos], n_dim, k_dim)
-    args_path = save_npz(work / "args.npz", {f"arg{i}": a for i, a in enumerate(arrays)})
-    exp_path = save_npz(work / "expected.npz", {f"arg{i}": a for i, a in expected.items()})
-    floating = any(np.issubdtype(a.dtype, np.floating) for a in expected.values())
-    with LocalRunner(
-        num_threads=tgt.cores,
-        number=FINAL_NUMBER,
-        repeat=FINAL_REPEAT,
-        min_repeat_ms=MIN_REPEAT_MS,
-        timeout_s=120,
-    ) as runner:
-        (run,) = runner.run(
-            [RunInput(res.artifact_path, str(args_path), str(exp_path), 1e-3 if floating else 0)]
-        )
-    row["ms_correct"] = run.error_kind != "wrong_result"
-    if run.ok:
-        row["ms_status"] = "ok"
-        row["ms_ms"] = run.latency_s * 1e3
-    else:
-        row["ms_status"] = f"{run.error_kind}: {run.error_msg}"[:300]
-    return row
+        return row, None
+    packed = [layouts[i].pack(a) if i in layouts else a for i, a in enumerate(arrays)]
+    return row, (Path(res.artifact_path), packed)
 
 
-def run_case(spec: str, args: argparse.Namespace, paths, tgt, worker) -> dict[str, Any]:
-    """Every measurement of one case, as one CSV row."""
+def case_gop(spec: str, mode: Mode) -> float:
+    """Giga-operations of a case in the shape it runs (no tuning; for the size guard)."""
     from heronlike import ops
-    from heronlike.baselines import numpy_op, torch_op
     from heronlike.dag import ComputeDAG
 
+    _, op, params, _ = parse_case(spec)
+    params, _ = pad_to_intrinsic(op, params, mode)
+    return ComputeDAG.from_compute(getattr(ops, op)(**params, dtype="int8")).flop() / 1e9
+
+
+def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) -> dict[str, Any]:
+    """Every measurement of one case, as one CSV row (work files in a fresh folder)."""
+    import numpy as np
+
+    from heronlike import ops
+    from heronlike.baselines import numpy_op
+    from heronlike.dag import ComputeDAG
+    from heronlike.reference import random_inputs, reference_outputs
+
+    t_case = time.perf_counter()
     name, op, params, source = parse_case(spec)
+    run_params, padded = pad_to_intrinsic(op, params, mode)
     row: dict[str, Any] = {
         "case": name,
         "op": op,
-        "params": " ".join(f"{k}={v}" for k, v in params.items()),
+        "params": _params_text(params),
+        "shape_run": _params_text(run_params),
+        "padded": padded,
         "source": source,
         "dtype": "int8 (u8 x s8 -> s32)",
+        "mode": mode.name,
+        "vnni_note": mode.note,
+        "heronlike_target": mode.target,
+        "ms_target": str(tgt.tvm_target()),
         "trials": args.trials,
+        "batch": args.batch,
+        "time_limit_s": args.time_limit,
+        "explorer": args.explorer,
+        "threads": tgt.cores,  # every tuner and every timing of the case runs on this many
+        "peak_kernel": peak[0] or peak[2],
+        "peak_gops": peak[1] / 1e9 if peak[1] else None,
+        "timing": f"harness: fresh process, {tgt.cores} threads, 3 warm-up calls, median of "
+        f"{HARNESS_SAMPLES} samples >= 10 ms",
     }
     if not hasattr(ops, op):
         skip = "skipped: operator not available"
         row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
         return row
     try:
-        compute = getattr(ops, op)(**params, dtype="int8")
+        compute = getattr(ops, op)(**run_params, dtype="int8")
         dag = ComputeDAG.from_compute(compute)
     except Exception as err:  # noqa: BLE001 - e.g. an extent the operator rejects
         bad = f"error: {_short(err)}"
         row.update(heronlike_status=bad, ms_status=bad, pytorch_impl=bad, numpy_impl=bad)
         return row
-    row["gop"] = dag.flop() / 1e9
-    row["threads"] = tgt.cores  # every tuner and baseline of the case runs on this many
-    print(f"[{name}] {op} {row['params']}: heronlike ({args.trials} trials) ...", flush=True)
-    row.update(run_heronlike(compute, args, paths, name))
+    flop = dag.flop()
+    row["gop"] = flop / 1e9
+    limit = args.max_gop_per_core * tgt.cores
+    if args.size_guard and row["gop"] > limit:
+        skip = (
+            f"skipped: too large for a {tgt.cores}-core run ({row['gop']:.0f} GOP > "
+            f"{limit:.0f}; --full runs it)"
+        )
+        row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
+        return row
+    case_dir = work_root / _dirname(name)
+    shutil.rmtree(case_dir, ignore_errors=True)  # a case killed before starts over
+    (case_dir / "heronlike").mkdir(parents=True)
+    (case_dir / "metaschedule").mkdir(parents=True)
+    arrays = random_inputs(dag, np.random.default_rng(args.seed))
+    expected = reference_outputs(dag, arrays)
+
+    print(f"[{name}] {op} {row['shape_run']}: heronlike ({args.trials} trials) ...", flush=True)
+    h_row, h_kernel, space = run_heronlike(compute, args, mode, case_dir / "heronlike", arrays)
+    row.update(h_row)
+    kernels = {"heronlike": h_kernel} if h_kernel else {}
     if args.no_metaschedule:
         row["ms_status"] = "not run (--no-metaschedule)"
     else:
         print(f"[{name}] MetaSchedule ({args.trials} trials) ...", flush=True)
         try:
-            row.update(run_metaschedule(dag, op, tgt, worker, args, paths, name))
+            ms_row, ms_kernel = run_metaschedule(
+                dag, compute, space, args, mode, tgt, worker, case_dir / "metaschedule", arrays
+            )
+            row.update(ms_row)
+            if ms_kernel:
+                kernels["ms"] = ms_kernel
         except Exception as err:  # noqa: BLE001
             row["ms_status"] = f"error: {_short(err)}"
-    print(f"[{name}] PyTorch and numpy ...", flush=True)
-    t, row["pytorch_impl"] = torch_op(op, params, threads=tgt.cores)
+    print(f"[{name}] timing: tuned kernels, PyTorch, numpy ...", flush=True)
+    for who, (lat, correct, msg) in time_tvm_kernels(
+        kernels, expected, case_dir, tgt.cores
+    ).items():
+        row[f"{who}_correct"] = bool(correct and row.get(f"{who}_correct", True))
+        if lat is not None and correct:
+            row[f"{who}_ms"], row[f"{who}_status"] = lat * 1e3, "ok"
+        else:
+            row[f"{who}_status"] = msg or "wrong_result"
+    t, row["pytorch_impl"] = time_pytorch(op, run_params, tgt.cores)
     row["pytorch_ms"] = t * 1e3 if t else None
-    t, row["numpy_impl"] = numpy_op(op, params, threads=tgt.cores)
+    t, row["numpy_impl"] = numpy_op(op, run_params, threads=tgt.cores, repeat=HARNESS_SAMPLES)
     row["numpy_ms"] = t * 1e3 if t else None
+    derive(row, flop, peak[1])
+    row["case_s"] = time.perf_counter() - t_case
+    print(f"[{name}] {_summary(row)}", flush=True)
+    return row
+
+
+def derive(row: dict[str, Any], flop: float, peak: float | None) -> None:
+    """The row's derived columns: speedups, % of peak, both-VNNI flag, curve figures."""
     h = row.get("heronlike_ms")
     row["speedup_vs_ms"] = _ratio(row.get("ms_ms"), h)
     row["speedup_vs_pytorch"] = _ratio(row.get("pytorch_ms"), h)
     row["speedup_vs_numpy"] = _ratio(row.get("numpy_ms"), h)
-    peak = tgt.peak_ops_per_s()
-    for who in ("heronlike", "ms", "pytorch"):
-        lat = row.get(f"{who}_ms")
-        row[f"{who}_pct_peak"] = _pct(dag.flop(), lat / 1e3 if lat else None, peak)
-    print(f"[{name}] {_summary(row)}", flush=True)
-    return row
+    for who in ("heronlike", "ms", "pytorch", "numpy"):
+        row[f"{who}_pct_peak"] = _pct(flop, row.get(f"{who}_ms"), peak)
+    hv, mv = row.get("heronlike_vnni"), row.get("ms_vnni")
+    row["both_vnni"] = None if hv is None or mv is None else bool(hv and mv)
+    curves = {who: row.pop(f"_{who}_curve", None) for who in ("heronlike", "ms")}
+    for who, curve in curves.items():
+        if curve is None:
+            continue
+        m = curve_metrics(curve)
+        row[f"{who}_tuning_best_ms"] = m["best_s"] * 1e3 if m["best_s"] else None
+        row[f"{who}_search_s"] = m["search_s"]
+        row[f"{who}_trials_to_95"] = m["trials_to_95"]
+        row[f"{who}_s_to_95"] = m["s_to_95"]
+    if curves["heronlike"] and curves["ms"]:
+        t_eq = min(row["heronlike_search_s"], row["ms_search_s"])
+        row["eq_wall_s"] = t_eq
+        for who, curve in curves.items():
+            lat = best_at(curve, t_eq)
+            row[f"{who}_best_at_eq_wall_ms"] = lat * 1e3 if lat else None
+        row["speedup_vs_ms_at_eq_wall"] = _ratio(
+            row.get("ms_best_at_eq_wall_ms"), row.get("heronlike_best_at_eq_wall_ms")
+        )
 
 
 # ------------------------------------------------------------------------------------------------
 # output
 
 COLUMNS = (
-    "case", "op", "params", "source", "dtype", "trials", "gop",
+    "case", "op", "params", "shape_run", "padded", "source", "dtype", "mode", "trials", "batch",
+    "time_limit_s", "explorer", "gop", "threads",
     "heronlike_ms", "ms_ms", "pytorch_ms", "numpy_ms",
     "speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_numpy",
-    "heronlike_pct_peak", "ms_pct_peak", "pytorch_pct_peak",
+    "heronlike_vnni", "ms_vnni", "both_vnni",
+    "peak_kernel", "peak_gops",
+    "heronlike_pct_peak", "ms_pct_peak", "pytorch_pct_peak", "numpy_pct_peak",
+    "heronlike_tuning_best_ms", "ms_tuning_best_ms",
+    "heronlike_search_s", "ms_search_s",
+    "heronlike_trials_to_95", "ms_trials_to_95", "heronlike_s_to_95", "ms_s_to_95",
+    "eq_wall_s", "heronlike_best_at_eq_wall_ms", "ms_best_at_eq_wall_ms",
+    "speedup_vs_ms_at_eq_wall",
     "heronlike_valid_rate", "ms_valid_rate", "heronlike_trials", "ms_trials",
     "heronlike_tune_s", "ms_tune_s", "heronlike_correct", "ms_correct",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
-    "cpu_model", "cpu_signature", "threads", "date",
+    "heronlike_target", "ms_target", "timing", "vnni_note",
+    "heronlike_curve", "ms_curve", "case_s",
+    "cpu_model", "cpu_signature", "date",
 )  # fmt: skip
+
+#: columns read back as numbers / booleans when a CSV is resumed
+_BOOL_COLUMNS = ("heronlike_vnni", "ms_vnni", "both_vnni", "heronlike_correct", "ms_correct")
+_TEXT_COLUMNS = {
+    "case", "op", "params", "shape_run", "padded", "source", "dtype", "mode", "peak_kernel",
+    "explorer",
+    "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
+    "heronlike_target", "ms_target", "timing", "vnni_note", "heronlike_curve", "ms_curve",
+    "cpu_model", "cpu_signature", "date",
+}  # fmt: skip
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
     if v is None or v == "":
         return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.{digits}g}"
     return str(v)
@@ -359,9 +954,10 @@ def _fmt(v: Any, digits: int = 3) -> str:
 
 def _summary(row: dict[str, Any]) -> str:
     return (
-        f"heronlike {_fmt(row.get('heronlike_ms'))} ms ({row.get('heronlike_status')}), "
-        f"MetaSchedule {_fmt(row.get('ms_ms'))} ms ({row.get('ms_status')}), "
-        f"PyTorch {_fmt(row.get('pytorch_ms'))} ms, numpy {_fmt(row.get('numpy_ms'))} ms"
+        f"heronlike {_fmt(row.get('heronlike_ms'))} ms ({row.get('heronlike_status')}, VNNI "
+        f"{_fmt(row.get('heronlike_vnni'))}), MetaSchedule {_fmt(row.get('ms_ms'))} ms "
+        f"({row.get('ms_status')}, VNNI {_fmt(row.get('ms_vnni'))}), PyTorch "
+        f"{_fmt(row.get('pytorch_ms'))} ms, numpy {_fmt(row.get('numpy_ms'))} ms"
     )
 
 
@@ -371,22 +967,110 @@ def geomean(values: Sequence[float | None]) -> float | None:
     return math.exp(sum(math.log(v) for v in xs) / len(xs)) if xs else None
 
 
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """Rows of a suite CSV with numbers and booleans parsed back (empty cell = None)."""
+    rows = []
+    with path.open(newline="") as f:
+        for raw in csv.DictReader(f):
+            row: dict[str, Any] = {}
+            for k, v in raw.items():
+                if v is None or v == "":
+                    row[k] = None
+                elif k in _BOOL_COLUMNS:
+                    row[k] = v == "True"
+                elif k in _TEXT_COLUMNS:
+                    row[k] = v
+                else:
+                    try:
+                        row[k] = float(v) if any(c in v for c in ".eE") else int(v)
+                    except ValueError:
+                        row[k] = v
+            rows.append(row)
+    return rows
+
+
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     """One row per case, :data:`COLUMNS` in order (empty cell = not measured); every row names
-    the machine (CPU model and family/model/stepping, threads) and the date."""
+    the machine (CPU model and family/model/stepping, threads) and the date. Written to a
+    temporary file and renamed, so a kill never leaves half a file."""
     from heronlike.host import machine_stamp
 
     machine = machine_stamp()
-    with path.open("w", newline="") as f:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            row = {**machine, **row}
+            row = {**machine, **{k: v for k, v in row.items() if v is not None}}
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+    os.replace(tmp, path)
+
+
+#: the geometric means of the summary: (label, column)
+SUMMARY_METRICS = (
+    ("vs MetaSchedule (equal trials)", "speedup_vs_ms"),
+    ("vs MetaSchedule (equal wall time, tuning-time bests)", "speedup_vs_ms_at_eq_wall"),
+    ("vs PyTorch", "speedup_vs_pytorch"),
+    ("vs numpy", "speedup_vs_numpy"),
+)
+
+
+def summarize(rows: list[dict[str, Any]], mode: Mode) -> list[dict[str, Any]]:
+    """Geometric-mean speedups of heronlike over all rows and over the rows where both tuned
+    kernels use VNNI (``both_vnni``); in general mode the second is marked unmeasured."""
+    both = [r for r in rows if r.get("both_vnni")]
+    out = []
+    for label, key in SUMMARY_METRICS:
+        for subset, sel in (("all rows", rows), ("rows where both sides use VNNI", both)):
+            values = [r.get(key) for r in sel if r.get(key)]
+            notes = []
+            if subset != "all rows" and not values:
+                notes.append(
+                    "unmeasured: no VNNI on this CPU"
+                    if not mode.vnni_measured
+                    else "no row where both best kernels use vpdpbusd"
+                )
+            if key == "speedup_vs_ms_at_eq_wall":
+                for who, name in (("heronlike", "heronlike"), ("ms", "MetaSchedule")):
+                    empty = sum(
+                        1
+                        for r in sel
+                        if r.get("eq_wall_s") is not None
+                        and r.get(f"{who}_best_at_eq_wall_ms") is None
+                    )
+                    if empty:
+                        notes.append(f"{empty} rows left out: {name} had no result yet then")
+            note = "; ".join(notes)
+            out.append(
+                {
+                    "metric": f"geomean speedup of heronlike {label}",
+                    "column": key,
+                    "over": subset,
+                    "geomean": geomean(values),
+                    "cases": len(values),
+                    "note": note,
+                }
+            )
+    return out
+
+
+def write_summary(summary: list[dict[str, Any]], path: Path, header: dict[str, Any]) -> None:
+    """The summary CSV: one row per (metric, subset), each with the run's header fields."""
+    fields = ["metric", "column", "over", "geomean", "cases", "note", *header]
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for s in summary:
+            writer.writerow(
+                {**s, **header, "geomean": "" if s["geomean"] is None else s["geomean"]}
+            )
+    os.replace(tmp, path)
 
 
 def write_chart(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
-    """Grouped bars of heronlike's speedup over each baseline per case, log scale."""
+    """Top: heronlike's speedup over each baseline per case (log scale); bottom: each column's
+    % of the measured peak."""
     try:
         import matplotlib
 
@@ -394,36 +1078,54 @@ def write_chart(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
         import matplotlib.pyplot as plt
     except ModuleNotFoundError:
         return False
+    rows = [r for r in rows if r.get("heronlike_ms")]
+    if not rows:
+        return False
+    cases = [str(r["case"]) for r in rows]
+    fig, (ax, ax2) = plt.subplots(
+        2, 1, figsize=(max(9.0, 0.5 * len(cases) + 2.0), 6.5), dpi=100, sharex=True
+    )
     series = (("MetaSchedule", "speedup_vs_ms"), ("PyTorch", "speedup_vs_pytorch"),
               ("numpy", "speedup_vs_numpy"))  # fmt: skip
-    cases = [r["case"] for r in rows]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(cases) + 1.5), 3.2), dpi=100)
     width = 0.8 / len(series)
     for i, (label, key) in enumerate(series):
         xs = [j + (i - 1) * width for j in range(len(cases))]
-        ys = [r.get(key) or 0.0 for r in rows]
-        ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=f"vs {label}")
+        ys = [r.get(key) or float("nan") for r in rows]
+        ax.bar(xs, ys, width, label=f"vs {label}")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(cases)), cases, rotation=30, fontsize=8)
     ax.set_ylabel("heronlike speedup (×)")
-    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
+    cols = (("heronlike", "heronlike_pct_peak"), ("MetaSchedule", "ms_pct_peak"),
+            ("PyTorch", "pytorch_pct_peak"), ("numpy", "numpy_pct_peak"))  # fmt: skip
+    width = 0.8 / len(cols)
+    for i, (label, key) in enumerate(cols):
+        xs = [j + (i - 1.5) * width for j in range(len(cases))]
+        ax2.bar(xs, [r.get(key) or float("nan") for r in rows], width, label=label)
+    ax2.set_ylabel(f"% of measured peak ({rows[0].get('peak_kernel')})", fontsize=8)
+    ax2.legend(fontsize=7)
+    ax2.set_xticks(range(len(cases)), cases, rotation=60, fontsize=7)
+    import textwrap
+
+    wrapped = "\n".join(textwrap.fill(line, 140) for line in title.splitlines())
+    ax.set_title(wrapped, fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return True
 
 
-def print_table(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Print the results and return the geometric-mean speedups."""
-    head = ("case", "heronlike ms", "MS ms", "PyTorch ms", "numpy ms", "×MS", "×PyTorch",
-            "×numpy", "valid H/MS", "tune s H/MS")  # fmt: skip
+def print_table(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> None:
+    """Print the results and the geometric means (both ways)."""
+    head = ("case", "padded", "heronlike ms", "MS ms", "PyTorch ms", "numpy ms", "×MS",
+            "×PyTorch", "×numpy", "VNNI H/MS", "%peak H/MS", "95% trials H/MS",
+            "95% s H/MS", "eq-wall ms H/MS", "tune s H/MS")  # fmt: skip
     lines = [head]
     for r in rows:
         lines.append(
             (
-                r["case"],
+                str(r["case"]),
+                r.get("padded") or "-",
                 _fmt(r.get("heronlike_ms")),
                 _fmt(r.get("ms_ms")),
                 _fmt(r.get("pytorch_ms")),
@@ -431,37 +1133,52 @@ def print_table(rows: list[dict[str, Any]]) -> dict[str, float | None]:
                 _fmt(r.get("speedup_vs_ms")),
                 _fmt(r.get("speedup_vs_pytorch")),
                 _fmt(r.get("speedup_vs_numpy")),
-                f"{_fmt(r.get('heronlike_valid_rate'), 2)}/{_fmt(r.get('ms_valid_rate'), 2)}",
+                f"{_fmt(r.get('heronlike_vnni'))}/{_fmt(r.get('ms_vnni'))}",
+                f"{_fmt(r.get('heronlike_pct_peak'), 2)}/{_fmt(r.get('ms_pct_peak'), 2)}",
+                f"{_fmt(r.get('heronlike_trials_to_95'))}/{_fmt(r.get('ms_trials_to_95'))}",
+                f"{_fmt(r.get('heronlike_s_to_95'), 2)}/{_fmt(r.get('ms_s_to_95'), 2)}",
+                f"{_fmt(r.get('heronlike_best_at_eq_wall_ms'))}/"
+                f"{_fmt(r.get('ms_best_at_eq_wall_ms'))}",
                 f"{_fmt(r.get('heronlike_tune_s'), 3)}/{_fmt(r.get('ms_tune_s'), 3)}",
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     for line in lines:
         print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
-    means = {
-        key: geomean([r.get(key) for r in rows])
-        for key in ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_numpy")
-    }
-    print(
-        "geomean speedup of heronlike: "
-        + ", ".join(
-            f"vs {who} {_fmt(means[k])} (over {sum(1 for r in rows if r.get(k))} cases)"
-            for who, k in (
-                ("MetaSchedule", "speedup_vs_ms"),
-                ("PyTorch", "speedup_vs_pytorch"),
-                ("numpy", "speedup_vs_numpy"),
-            )
+    for s in summary:
+        print(
+            f"{s['metric']}, over {s['over']}: {_fmt(s['geomean'])} ({s['cases']} cases)"
+            + (f" [{s['note']}]" if s["note"] else "")
         )
-    )
     for r in rows:
         notes = [f"{k}: {r[k]}" for k in ("heronlike_status", "ms_status") if r.get(k) != "ok"]
         notes += [f"pytorch: {r.get('pytorch_impl')}", f"numpy: {r.get('numpy_impl')}"]
         print(f"  {r['case']}: " + "; ".join(str(n) for n in notes))
-    return means
 
 
 # ------------------------------------------------------------------------------------------------
 # command line
+
+
+def _slug(text: str) -> str:
+    out = "".join(ch if ch.isalnum() else "-" for ch in text)
+    return "-".join(p for p in out.split("-") if p)
+
+
+def budget_tag(args: argparse.Namespace) -> str:
+    """The budget in a file name: ``<trials>t<batch>b`` plus ``<limit>s`` with a time limit."""
+    tag = f"{args.trials}t{args.batch}b"
+    return tag + (f"{args.time_limit:g}s" if args.time_limit is not None else "")
+
+
+def output_stem(mode: Mode, budget: str, date: str) -> str:
+    """``suite-<cpu model>-<family/model>-<mode>-<budget>-<date>``."""
+    from heronlike.host import cpu_model, cpu_signature
+
+    sig = cpu_signature().split()
+    fm = "".join(f"{k[0]}{v}" for k, v in zip(sig[::2], sig[1::2]) if k != "stepping")
+    cpu = _slug(cpu_model()) + (f"-{fm}" if fm else "")
+    return f"suite-{cpu}-{mode.name}-{budget}-{date}"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -469,21 +1186,57 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--cases",
-        default=",".join(DEFAULT_CASES),
+        default=None,
         help="comma-separated Heron case names (G1, B1, C2D1, C1D3, GV5, ...) or op:a,b,c "
-        "in heronlike.ops argument order (e.g. gemm:128,128,128); separate op specs by ';'",
+        "in heronlike.ops argument order (e.g. gemm:128,128,128); separate op specs by ';' "
+        f"(default: {','.join(DEFAULT_CASES)}; with --quick: {','.join(QUICK_CASES)})",
     )
-    p.add_argument("--full", action="store_true", help="every case of Heron's DL Boost tables")
-    p.add_argument("--trials", type=int, default=DEFAULT_TRIALS, help="budget of each tuner")
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="every case of Heron's DL Boost tables (notes heron_repo.md §7.2); cases above "
+        f"--max-gop-per-core (default {MAX_GOP_PER_CORE:g}) get a 'too large' row",
+    )
+    p.add_argument("--full", action="store_true", help="every case, the large ones included")
+    p.add_argument(
+        "--max-gop-per-core",
+        type=float,
+        default=MAX_GOP_PER_CORE,
+        help="--table's size guard: giga-operations per core above which a case is skipped",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"the budget of a 2-core table: {QUICK_TRIALS} trials per tuner, batches of "
+        f"{QUICK_BATCH}, at most {QUICK_TIME_LIMIT_S:g} s of search per tuner (unless --trials "
+        "/ --batch / --time-limit say otherwise), and its case list unless --cases / --table "
+        "/ --full",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="search seconds per tuner and case: once spent, neither starts a new batch "
+        f"(default: none; --quick: {QUICK_TIME_LIMIT_S:g})",
+    )
+    p.add_argument("--trials", type=int, default=None, help="budget of each tuner")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="heronlike's batch size and MetaSchedule's round size (default 16, --quick 8)",
+    )
     p.add_argument("--explorer", default=None, help="heronlike explorer (default: cga)")
     p.add_argument("--no-metaschedule", action="store_true", help="skip the MetaSchedule tunes")
-    p.add_argument("--ms-trials-per-iter", type=int, default=32, help="MetaSchedule round size")
+    p.add_argument(
+        "--ms-trials-per-iter", type=int, default=None, help="alias of --batch (old name)"
+    )
     p.add_argument(
         "--ms-weights",
         choices=("packed", "plain"),
         default="packed",
-        help="weight layout of MetaSchedule's compute: packed = the VNNI tile layout where the "
-        "operator and shape allow it (its VNNI rule needs it), plain = the operator's own",
+        help="weight layout of MetaSchedule's compute: packed = the layout heronlike's kernel "
+        "takes (the VNNI tile layout on DL Boost), plain = the operator's own",
     )
     p.add_argument(
         "--ms-unguarded",
@@ -491,22 +1244,47 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="register heronlike's VNNI intrinsic for MetaSchedule without the compact-tile "
         "guard (MetaSchedule may then tensorize strided weight tiles into wrong kernels)",
     )
+    p.add_argument(
+        "--mode",
+        choices=("auto", "vnni", "general"),
+        default="auto",
+        help="auto: vnni on a CPU with AVX512-VNNI, else general (both tuners without VNNI)",
+    )
+    p.add_argument(
+        "--target", default=None, help="heronlike target (overrides --mode; default: by mode)"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--target", default="dlboost")
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "out"), help="output folder")
+    p.add_argument("--csv", default=None, help="the CSV to write and resume (default: by name)")
+    p.add_argument("--fresh", action="store_true", help="start a new CSV instead of resuming")
+    p.add_argument(
+        "--redo",
+        default="",
+        help="comma-separated cases to run again although the resumed CSV has them",
+    )
     args = p.parse_args(argv)
-    if args.trials < 1:
-        p.error("--trials must be at least 1")
+    if args.trials is None:
+        args.trials = QUICK_TRIALS if args.quick else DEFAULT_TRIALS
+    if args.batch is None:
+        args.batch = args.ms_trials_per_iter or (QUICK_BATCH if args.quick else 16)
+    if args.time_limit is None and args.quick:
+        args.time_limit = QUICK_TIME_LIMIT_S
+    if args.trials < 1 or args.batch < 1:
+        p.error("--trials and --batch must be at least 1")
     if args.explorer is None:
         from heronlike.explore import EXPLORERS
 
         args.explorer = "cga" if "cga" in EXPLORERS else "random"
-    if args.full:
+    args.size_guard = args.table and not args.full
+    if args.full or args.table:
         args.case_list = list(HERON_CASES)
+    elif args.cases is None:
+        args.case_list = list(QUICK_CASES if args.quick else DEFAULT_CASES)
     else:
         sep = ";" if ";" in args.cases or ":" in args.cases else ","
         args.case_list = [c.strip() for c in args.cases.split(sep) if c.strip()]
-    for spec in args.case_list:
+    args.redo = [c.strip() for c in args.redo.split(";" if ";" in args.redo else ",") if c.strip()]
+    for spec in [*args.case_list, *args.redo]:
         try:
             parse_case(spec)
         except ValueError as err:
@@ -514,53 +1292,122 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _csv_path(args: argparse.Namespace, mode: Mode, out: Path) -> tuple[Path, bool]:
+    """The CSV of this run and whether it resumes one: ``--csv``, else (unless ``--fresh``)
+    the newest ``suite-<cpu>-<mode>-<budget>-*.csv`` in ``out`` (same CPU, mode, trials, batch
+    and time limit), else a new one dated today."""
+    if args.csv:
+        path = Path(args.csv)
+        return path, path.exists()
+    stem = output_stem(mode, budget_tag(args), time.strftime("%Y-%m-%d"))
+    if not args.fresh:
+        prefix = stem.rsplit("-", 3)[0] + "-"  # without the date
+        found = sorted(out.glob(prefix + "*.csv"), key=lambda q: q.stat().st_mtime)
+        if found:
+            return found[-1], True
+    return out / f"{stem}.csv", False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite; returns the process exit status."""
     args = parse_args(argv)
     import heronlike
     from benchmarks.metaschedule import MetaScheduleWorker
+    from heronlike.host import cpu_model, cpu_signature
 
-    tgt = heronlike.get_target(args.target)
+    os.environ["PYTHONPATH"] = str(REPO_ROOT) + (
+        os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""
+    )  # the harness's worker processes import benchmarks.suite
+    mode = resolve_mode(args.mode, args.target)
+    tgt = heronlike.get_target(mode.target)
     tgt.check_host()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    csv_path, resuming = _csv_path(args, mode, out)
+    stem = csv_path.stem
     paths = {
-        "records": out / f"suite-{stamp}.sqlite",
-        "work": out / f"suite-{stamp}",
-        "csv": out / f"suite-{stamp}.csv",
-        "png": out / f"suite-{stamp}.png",
+        "csv": csv_path,
+        "work": csv_path.with_suffix(""),
+        "png": csv_path.with_suffix(".png"),
+        "summary": csv_path.with_name(stem.replace("suite-", "suite_summary-", 1) + ".csv"),
     }
+    rows = read_csv(csv_path) if resuming else []
+    redo = {parse_case(c)[0] for c in args.redo}
+    done = {
+        str(r["case"])
+        for r in rows
+        if str(r["case"]) not in redo
+        and not (args.full and str(r.get("heronlike_status", "")).startswith("skipped: too large"))
+    }
+    todo = [c for c in args.case_list if parse_case(c)[0] not in done]
+    print(f"{cpu_model()} ({cpu_signature()}); mode {mode.name}: {mode.note}", flush=True)
     print(
-        f"target {tgt.key}, {tgt.cores} cores, {args.trials} trials per tuner, explorer "
-        f"{args.explorer}, cases {','.join(args.case_list)}; load {os.getloadavg()[0]:.2f}",
+        f"heronlike target {mode.target}, {tgt.cores} cores, {args.trials} trials per tuner in "
+        f"batches of {args.batch}, explorer {args.explorer}; load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    if resuming:
+        print(f"resuming {csv_path}: {len(rows)} cases done, {len(todo)} to run", flush=True)
+    else:
+        print(f"writing {csv_path}: {len(todo)} cases", flush=True)
     t0 = time.perf_counter()
-    rows = []
+    peak = measure_peak(mode, tgt.cores) if todo else (None, None, "")
+    if todo:
+        print(
+            f"peak: {peak[0]} {peak[1] / 1e9:.1f} G op/s on {tgt.cores} threads"
+            if peak[1]
+            else peak[2],
+            flush=True,
+        )
     worker = (
         None
-        if args.no_metaschedule
+        if args.no_metaschedule or not todo
         else MetaScheduleWorker(cores=tgt.cores, guard=not args.ms_unguarded)
     )
     try:
-        for spec in args.case_list:
-            rows.append(run_case(spec, args, paths, tgt, worker))
-            write_csv(rows, paths["csv"])  # keep what is done if a later case is killed
+        for spec in todo:
+            try:
+                row = run_case(spec, args, mode, tgt, worker, peak, paths["work"])
+            except Exception as err:  # noqa: BLE001 - a crashed case is a row saying so
+                bad = f"error: {_short(err)}"
+                row = {"case": parse_case(spec)[0], "heronlike_status": bad, "ms_status": bad}
+            rows = [r for r in rows if r["case"] != row["case"]] + [row]
+            order = {parse_case(c)[0]: i for i, c in enumerate(args.case_list)}
+            rows.sort(key=lambda r: order.get(str(r["case"]), len(order)))
+            write_csv(rows, paths["csv"])  # the case is done: a later kill keeps it
     finally:
         if worker is not None:
             worker.close()
     print()
-    means = print_table(rows)
-    from heronlike.host import cpu_model, cpu_signature
-
+    summary = summarize(rows, mode)
+    print_table(rows, summary)
+    dates = sorted({str(r["date"]) for r in rows if r.get("date")}) or [time.strftime("%Y-%m-%d")]
+    date = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    header = {
+        "mode": mode.name,
+        "vnni_note": mode.note,
+        "trials": args.trials,
+        "threads": tgt.cores,
+        "cpu_model": cpu_model(),
+        "cpu_signature": cpu_signature(),
+        "date": date,
+        "csv": paths["csv"].name,
+    }
+    write_summary(summary, paths["summary"], header)
+    means = {(s["column"], s["over"]): s for s in summary}
+    both = means[("speedup_vs_ms", "rows where both sides use VNNI")]
+    both_note = f" ({both['note']})" if both["note"] else ""
+    mode_note = mode.note.split(": ", 1)[-1]
     title = (
-        f"heronlike ({args.explorer}), {args.trials} trials, {tgt.cores} cores of "
-        f"{cpu_model()} ({cpu_signature()}), {time.strftime('%Y-%m-%d')}\ngeomean speedup "
-        f"vs MS {_fmt(means['speedup_vs_ms'])}, vs PyTorch {_fmt(means['speedup_vs_pytorch'])}"
+        f"heronlike ({args.explorer}) vs MetaSchedule, {args.trials} trials each "
+        f"({budget_tag(args)}), {tgt.cores} threads of {cpu_model()} ({cpu_signature()}), "
+        f"{date}\nmode {mode.name}: {mode_note}\ngeomean speedup vs MetaSchedule: all rows "
+        f"{_fmt(means[('speedup_vs_ms', 'all rows')]['geomean'])}, both-VNNI rows "
+        f"{_fmt(both['geomean'])}{both_note}; vs PyTorch "
+        f"{_fmt(means[('speedup_vs_pytorch', 'all rows')]['geomean'])}"
     )
     chart = write_chart(rows, paths["png"], title)
-    print(f"wrote {paths['csv']}" + (f" and {paths['png']}" if chart else ""))
+    print(f"wrote {paths['csv']}, {paths['summary']}" + (f" and {paths['png']}" if chart else ""))
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 

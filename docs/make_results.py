@@ -515,6 +515,34 @@ SUITE_GEOMEANS = both(
     ),
 )
 
+FAIR_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("heronlike ms", "{heronlike_ms:.3f}"),
+    Col("MetaSchedule ms", "{ms_ms:.3f}"),
+    Col("PyTorch ms", "{pytorch_ms:.3f}"),
+    Col("numpy ms", "{numpy_ms:.3f}"),
+    Col("vs MS, equal trials", "{speedup_vs_ms:.2f}"),
+    Col("vs MS, equal wall time", "{speedup_vs_ms_at_eq_wall:.2f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col("vpdpbusd heronlike / MS", "{heronlike_vnni} / {ms_vnni}"),
+    Col("% of peak heronlike / MS", "{heronlike_pct_peak:.0f} / {ms_pct_peak:.0f}"),
+    Col("trials to 95 % heronlike / MS", "{heronlike_trials_to_95} / {ms_trials_to_95}"),
+)  # fmt: skip
+FAIR_GEOMEANS = both(
+    geomean(
+        "case",
+        "geomean, all rows",
+        ("speedup_vs_ms", "speedup_vs_ms_at_eq_wall", "speedup_vs_pytorch"),
+    ),
+    geomean(
+        "case",
+        "geomean, rows where both use VNNI",
+        ("speedup_vs_ms", "speedup_vs_ms_at_eq_wall", "speedup_vs_pytorch"),
+        where=lambda r: r.get("both_vnni") is True,
+    ),
+)
+
 TC_MACHINE = ("{gpu} (sm {compute_capability}, driver {driver}, PyTorch {torch})",)
 TC_COLUMNS = (
     Col("case", "{case}"),
@@ -666,12 +694,12 @@ TABLES: dict[str, Table] = {
             "make bench-suite",
             summary=SUITE_GEOMEANS,
         ),
-        Table(  # the fair DL Boost comparison; its columns are a guess until its CSV lands
+        Table(  # the fair DL Boost comparison (benchmarks/suite.py's one harness)
             "suite-fair",
             ("suite_fair-*.csv",),
-            SUITE_COLUMNS,
-            "python benchmarks/suite.py (fair settings)",
-            summary=geomean("case", "geomean", ("speedup_vs_ms", "speedup_vs_pytorch")),
+            FAIR_COLUMNS,
+            "python benchmarks/suite.py --quick  (then --table --quick for the rest)",
+            summary=FAIR_GEOMEANS,
         ),
         # ---- llvm
         Table(

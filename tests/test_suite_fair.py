@@ -1,0 +1,213 @@
+"""The fair DL Boost table (``benchmarks/suite.py``, issue 25): padding, curves, VNNI detection,
+the layouts MetaSchedule gets, the geometric means both ways, and one tiny end-to-end run that
+resumes.
+
+The end-to-end test runs the suite as the user does on an int8 GEMM 32×32×32 with 2 heronlike
+trials (``--no-metaschedule``; about 30 s on 2 cores); the one with MetaSchedule is marked slow
+(about 80 s: MetaSchedule's import and set-up).
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import suite  # noqa: E402
+
+VNNI = suite.Mode("vnni", "dlboost", "VNNI")
+GENERAL = suite.Mode("general", "llvm", "general: no VNNI; VNNI figures are unmeasured")
+
+
+def test_vnni_mode_pads_every_column_to_the_tile() -> None:
+    _, op, params, _ = suite.parse_case("G3")  # N = 1000
+    run, padded = suite.pad_to_intrinsic(op, params, VNNI)
+    assert run == {"M": 32, "N": 1008, "K": 2048} and padded == "N 1000->1008"
+    assert suite.pad_to_intrinsic(op, params, GENERAL) == (params, "")
+    _, op, params, _ = suite.parse_case("C2D1")  # 64 channels: nothing to pad
+    assert suite.pad_to_intrinsic(op, params, VNNI) == (params, "")
+    run, padded = suite.pad_to_intrinsic("gemv", {"M": 30, "K": 10}, VNNI)
+    assert run == {"M": 32, "K": 12} and padded == "M 30->32, K 10->12"
+
+
+def test_mode_follows_the_cpu() -> None:
+    from heronlike.dla_targets.dlboost import host_has_vnni
+
+    mode = suite.resolve_mode()
+    assert mode.name == ("vnni" if host_has_vnni() else "general")
+    if not host_has_vnni():
+        assert mode.target == "llvm" and "unmeasured" in mode.note
+    assert suite.resolve_mode("general").target == "llvm"
+    assert suite.resolve_mode(target="dlboost").name == "vnni"
+
+
+def test_curve_figures() -> None:
+    curve = [(8, 10.0, None), (16, 20.0, 2e-3), (24, 30.0, 1.04e-3), (32, 40.0, 1e-3)]
+    m = suite.curve_metrics(curve)
+    assert m["best_s"] == 1e-3 and m["search_s"] == 40.0
+    assert (m["trials_to_95"], m["s_to_95"]) == (24, 30.0)  # 1/1.04 >= 0.95
+    assert suite.best_at(curve, 5.0) is None and suite.best_at(curve, 25.0) == 2e-3
+    back = suite.parse_curve(suite.curve_text(curve))
+    assert [p[:2] for p in back] == [p[:2] for p in curve]
+    assert back[0][2] is None and back[-1][2] == pytest.approx(1e-3)
+
+
+def test_derive_equal_wall_time() -> None:
+    row = {
+        "heronlike_ms": 1.0,
+        "ms_ms": 2.0,
+        "heronlike_vnni": True,
+        "ms_vnni": False,
+        "_heronlike_curve": [(8, 5.0, 2e-3), (16, 10.0, 1e-3)],
+        "_ms_curve": [(8, 12.0, 3e-3), (16, 30.0, 2e-3)],
+    }
+    suite.derive(row, flop=2e9, peak=1e12)
+    assert row["speedup_vs_ms"] == 2.0 and row["both_vnni"] is False
+    assert row["heronlike_pct_peak"] == pytest.approx(100 * 2e9 / 1e-3 / 1e12)
+    assert row["eq_wall_s"] == 10.0  # heronlike finished first
+    assert row["heronlike_best_at_eq_wall_ms"] == pytest.approx(1.0)
+    assert row["ms_best_at_eq_wall_ms"] is None  # MetaSchedule had nothing by 10 s
+    assert row["ms_trials_to_95"] == 16 and row["heronlike_s_to_95"] == 10.0
+
+
+def test_geomean_over_all_rows_and_both_vnni_rows() -> None:
+    rows = [
+        {"speedup_vs_ms": 4.0, "both_vnni": True},
+        {"speedup_vs_ms": 1.0, "both_vnni": True},
+        {"speedup_vs_ms": 8.0, "both_vnni": False},  # e.g. MetaSchedule fell back
+    ]
+    by = {(s["column"], s["over"]): s for s in suite.summarize(rows, VNNI)}
+    assert by[("speedup_vs_ms", "all rows")]["geomean"] == pytest.approx(32 ** (1 / 3))
+    both = by[("speedup_vs_ms", "rows where both sides use VNNI")]
+    assert both["geomean"] == pytest.approx(2.0) and both["cases"] == 2
+    general = suite.summarize([{"speedup_vs_ms": 2.0, "both_vnni": False}], GENERAL)
+    both = next(s for s in general if s["over"] != "all rows")
+    assert both["geomean"] is None and "unmeasured" in both["note"]
+
+
+def test_vnni_is_read_from_the_assembly() -> None:
+    """A DL Boost kernel built for a VNNI CPU (built, never run here) holds vpdpbusd; the
+    general rule set's kernel for an AVX2 CPU does not."""
+    import tvm
+
+    from benchmarks.metaschedule import asm_uses_vnni, executable_asm
+    from heronlike import ops
+    from heronlike.sampler import RandSAT
+    from heronlike.space import generate_space
+
+    found = {}
+    for kind, mcpu in (("dlboost", "cascadelake"), ("llvm", "haswell")):
+        space = generate_space(ops.gemm(32, 32, 32, dtype="int8"), {"kind": kind, "mcpu": mcpu})
+        (assignment,) = RandSAT(space.csp, seed=0).sample(1)
+        target = tvm.target.Target(space.target.tvm_target())
+        asm = executable_asm(tvm.compile(space.apply(assignment).mod, target=target))
+        assert asm is not None
+        found[mcpu] = asm_uses_vnni(asm)
+    assert found == {"cascadelake": True, "haswell": False}
+
+
+@pytest.mark.parametrize(
+    ("target", "op", "params"),
+    [
+        ({"kind": "dlboost", "mcpu": "cascadelake"}, "gemm", {"M": 8, "N": 32, "K": 16}),
+        ({"kind": "llvm", "mcpu": "haswell"}, "gemm", {"M": 8, "N": 32, "K": 16}),
+        (
+            {"kind": "dlboost", "mcpu": "cascadelake"},
+            "c2d",
+            dict(N=1, H=6, W=6, CI=8, CO=16, KH=3, KW=3, stride=1, pad=1, dilation=1),
+        ),
+    ],
+)
+def test_metaschedule_gets_heronlikes_layout(target, op, params) -> None:  # noqa: ANN001
+    """The weight layout heronlike's kernel takes, applied to MetaSchedule's compute
+    (``transform_layout``) and to its arrays (``pack``), computes the reference (the packed,
+    unscheduled function built for this CPU)."""
+    import tvm
+
+    from benchmarks.metaschedule import pack_func_layouts
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+    from heronlike.reference import random_inputs, reference_outputs
+    from heronlike.space import generate_space
+
+    compute = getattr(ops, op)(**params, dtype="int8")
+    dag = ComputeDAG.from_compute(compute)
+    layouts = suite.ms_layouts(generate_space(compute, target), dag.func)
+    assert list(layouts) == [1]  # the weight
+    func = pack_func_layouts(dag.func, layouts)
+    arrays = random_inputs(dag, np.random.default_rng(0))
+    expected = reference_outputs(dag, arrays)
+    packed = [layouts[i].pack(a) if i in layouts else a for i, a in enumerate(arrays)]
+    assert packed[1].shape == tuple(int(d) for d in func.params[1].ty.shape)
+    ex = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    tensors = [tvm.runtime.tensor(a) for a in packed]
+    ex["main"](*tensors)
+    (out,) = expected
+    np.testing.assert_array_equal(tensors[out].numpy(), expected[out])
+
+
+def _run_suite(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--cases", "gemm:32,32,32",
+           "--trials", "2", "--batch", "2", "--out", str(tmp_path), *extra]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _check_outputs(tmp_path: Path, proc: subprocess.CompletedProcess) -> dict[str, str]:
+    from heronlike.host import cpu_model
+
+    (csv_path,) = tmp_path.glob("suite-*.csv")
+    (summary_path,) = tmp_path.glob("suite_summary-*.csv")
+    assert csv_path.with_suffix(".png").exists()
+    assert suite._slug(cpu_model()) in csv_path.name
+    (row,) = list(csv.DictReader(csv_path.open()))
+    assert row["date"] in csv_path.name and row["cpu_model"] == cpu_model()
+    assert row["heronlike_status"] == "ok" and row["heronlike_correct"] == "True"
+    assert int(row["heronlike_trials"]) == 2
+    assert row["heronlike_vnni"] in ("True", "False")
+    assert row["mode"] == suite.resolve_mode().name and row["vnni_note"]
+    for col in ("heronlike_curve", "heronlike_search_s", "heronlike_trials_to_95"):
+        assert row[col], col
+    assert float(row["heronlike_ms"]) > 0 and float(row["numpy_ms"]) > 0
+    assert row["padded"] == "" and row["shape_run"] == row["params"]
+    if row["peak_gops"]:
+        assert float(row["heronlike_pct_peak"]) > 0
+    summary = list(csv.DictReader(summary_path.open()))
+    overs = {(s["column"], s["over"]) for s in summary}
+    assert ("speedup_vs_ms", "all rows") in overs
+    assert ("speedup_vs_ms", "rows where both sides use VNNI") in overs
+    assert "over rows where both sides use VNNI" in proc.stdout
+    return row
+
+
+def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
+    proc = _run_suite(tmp_path, "--no-metaschedule")
+    row = _check_outputs(tmp_path, proc)
+    assert row["ms_status"].startswith("not run")
+    if not suite.resolve_mode().vnni_measured:
+        assert "unmeasured" in proc.stdout
+    (csv_path,) = tmp_path.glob("suite-*.csv")
+    before = csv_path.read_text()
+    again = _run_suite(tmp_path, "--no-metaschedule")  # the same command resumes
+    assert "1 cases done, 0 to run" in again.stdout
+    assert csv_path.read_text() == before
+
+
+@pytest.mark.slow
+def test_tiny_suite_run_with_metaschedule(tmp_path: Path) -> None:
+    proc = _run_suite(tmp_path)
+    row = _check_outputs(tmp_path, proc)
+    assert row["ms_status"] == "ok" and row["ms_correct"] == "True"
+    assert row["ms_vnni"] in ("True", "False") and row["ms_curve"] and row["eq_wall_s"]
+    assert float(row["speedup_vs_ms"]) == pytest.approx(
+        float(row["ms_ms"]) / float(row["heronlike_ms"])
+    )
+    assert row["ms_weights"] != "plain"  # heronlike's packed weight layout
