@@ -22,6 +22,7 @@ from ..errors import (
     SymbolicShapeError,
     UnsupportedOperatorError,
 )
+from .torch_quantized import CONVERTERS
 
 __all__ = ["as_relax", "bind_shapes", "from_onnx", "from_torch", "load_model_spec", "symbolic_dims"]
 
@@ -36,7 +37,10 @@ def from_torch(
     frontend.
 
     Args:
-        module: a ``torch.nn.Module`` (put in eval mode here).
+        module: a ``torch.nn.Module`` (put in eval mode here), including a PT2E-quantized one
+            (``convert_pt2e``'s graph module: its ``quantized_decomposed`` operators and
+            ``torch._int_mm`` are converted by :mod:`heronlike.model.torch_quantized`), or a
+            ``torch.export.ExportedProgram`` (exported already; ``example_args`` unused).
         example_args: example inputs (``torch.Tensor``), one per ``forward`` argument.
         dynamic_shapes: passed to ``torch.export.export`` (e.g. ``{"x": {0:
             torch.export.Dim("batch")}}``); symbolic dimensions must be bound with
@@ -46,7 +50,7 @@ def from_torch(
         A Relax ``IRModule`` whose ``main`` takes the inputs; weights are constants.
 
     Raises:
-        ModelImportError: torch is not installed, ``module`` is not a ``nn.Module``, or
+        ModelImportError: torch is not installed, ``module`` is neither, or
             ``torch.export`` fails.
         UnsupportedOperatorError: TVM's frontend has no converter for an operator (named).
     """
@@ -56,17 +60,26 @@ def from_torch(
         raise ModelImportError("from_torch needs PyTorch: pip install torch") from exc
     from tvm.relax.frontend.torch import from_exported_program
 
-    if not isinstance(module, torch.nn.Module):
-        raise ModelImportError(f"from_torch needs a torch.nn.Module, got {type(module).__name__}")
-    args = tuple(example_args)
-    module = module.eval()
+    if isinstance(module, torch.export.ExportedProgram):
+        program, module = module, module.module()
+    elif isinstance(module, torch.nn.Module):
+        try:
+            module = module.eval()
+        except NotImplementedError:  # PT2E's converted graph modules refuse eval()
+            pass
+        try:
+            with torch.no_grad():
+                program = torch.export.export(
+                    module, tuple(example_args), dynamic_shapes=dynamic_shapes
+                )
+        except Exception as exc:  # noqa: BLE001 - torch.export raises many kinds
+            raise ModelImportError(f"torch.export failed: {_first_line(exc)}") from exc
+    else:
+        raise ModelImportError(
+            f"from_torch needs a torch.nn.Module or ExportedProgram, got {type(module).__name__}"
+        )
     try:
-        with torch.no_grad():
-            program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
-    except Exception as exc:  # noqa: BLE001 - torch.export raises many kinds
-        raise ModelImportError(f"torch.export failed: {_first_line(exc)}") from exc
-    try:
-        mod = from_exported_program(program)
+        mod = from_exported_program(program, custom_convert_map=dict(CONVERTERS))
     except AssertionError as exc:  # the frontend asserts on ops it has no converter for
         ops = tuple(re.findall(r"'?([\w.]+\.(?:default|Tensor|int|Scalar))'?", str(exc)))
         raise UnsupportedOperatorError(

@@ -90,6 +90,29 @@ class _Dequantize:
     axis: int
 
 
+@dataclass
+class _Layer:
+    """A conv2d / matmul whose operands matched: the activation, the weight and its s8 values
+    (``[O, I, kh, kw]`` for a convolution, ``[K, N]`` for a matmul)."""
+
+    expr: Any
+    where: str
+    x: _Dequantize
+    w: _Dequantize
+    w_q: np.ndarray
+
+    @property
+    def channels(self) -> int:
+        """Output channels."""
+        return int(self.w_q.shape[0] if _op(self.expr) == "relax.nn.conv2d" else self.w_q.shape[1])
+
+    @property
+    def scale_in(self) -> np.ndarray:
+        """``s_x * s_w`` per output channel (float64): the scale of the int32 product."""
+        s_w = np.broadcast_to(self.w.scale.reshape(-1), (self.channels,)).astype(np.float64)
+        return float(self.x.scale.reshape(())) * s_w
+
+
 def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
     """Rewrite every ``dequantize -> conv2d / matmul (+ bias) (+ ReLU / clip) -> quantize`` group
     of ``mod``'s Relax functions into integer compute (see the module docstring).
@@ -111,6 +134,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
         def __init__(self, m: tvm.IRModule) -> None:
             super().__init__(m)
             self.defs: dict[Any, Any] = {}
+            self.requantized: list[Any] = []
 
         def visit_var_binding_(self, binding: relax.VarBinding) -> None:  # noqa: N802
             self.defs[binding.var] = binding.value
@@ -134,8 +158,23 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 except _NoMatch as why:
                     if str(why):
                         report.kept_float.append(str(why))
+            elif _op(call) in ("relax.nn.conv2d", "relax.matmul"):
+                try:
+                    return self.float_output_layer(call)
+                except _NoMatch as why:  # said once, where its quantize was tried first
+                    if str(why) and report.kept_float[-1:] != [str(why)]:
+                        report.kept_float.append(str(why))
             call = super().visit_call_(call)
             return self.elementwise(call)
+
+        def constant(self, expr: Any) -> np.ndarray | None:
+            """The value of ``expr`` where it is a constant, through variables and casts
+            (PyTorch's int64 zero points arrive cast to the quantized dtype)."""
+            expr = self.resolve(expr)
+            if _op(expr) == "relax.astype":
+                value = self.constant(expr.args[0])
+                return None if value is None else value.astype(_dtype(expr))
+            return _const(expr)
 
         def widened(self, expr: Any) -> tuple[Any, Any]:
             """``subtract(astype(q, int32), astype(z, int32))`` (ONNX ``MatMulInteger`` as
@@ -161,7 +200,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             where = f"matmul {list(_shape(call))}"
             (x, z_x), (w, z_w) = (self.widened(a) for a in call.args)
             if z_w is not None:
-                zw = _const(self.resolve(z_w))
+                zw = self.constant(z_w)
                 if zw is None or np.any(zw != 0):
                     raise _NoMatch(f"{where}: the right operand's zero point is not 0")
             if _dtype(w) != "int8":
@@ -178,7 +217,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 x_new, shift = bb.emit(relax.op.astype(wide, "uint8")), 128
             acc = bb.emit(relax.op.matmul(x_new, w_new, out_dtype="int32"))
             # sum_k w[k, n], from the constant at compile time when it is one
-            w_const = _const(self.resolve(w))
+            w_const = self.constant(w)
             if w_const is not None:
                 colsum = relax.const(w_const.astype(np.int64).sum(axis=-2).astype(np.int32))
             else:
@@ -198,7 +237,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             kind = _op(call)
             if kind not in ("relax.quantize", "relax.dequantize"):
                 return call
-            scale, zp = _const(self.resolve(call.args[1])), _const(self.resolve(call.args[2]))
+            scale, zp = self.constant(call.args[1]), self.constant(call.args[2])
             if scale is None or zp is None or scale.size != 1 or zp.size != 1:
                 return call
             bb, x = self.builder_, call.args[0]
@@ -221,7 +260,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             expr = self.resolve(expr)
             if _op(expr) != "relax.dequantize":
                 return None
-            scale, zp = _const(self.resolve(expr.args[1])), _const(self.resolve(expr.args[2]))
+            scale, zp = self.constant(expr.args[1]), self.constant(expr.args[2])
             if scale is None or zp is None:
                 return None
             # the data stays a variable (an activation) unless it is bound to a constant
@@ -231,10 +270,34 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             return _Dequantize(data, scale, zp, int(expr.attrs.axis))
 
         def integer_layer(self, q: relax.Call) -> relax.Expr:
-            out_scale = _const(self.resolve(q.args[1]))
-            out_zp = _const(self.resolve(q.args[2]))
+            out_scale = self.constant(q.args[1])
+            out_zp = self.constant(q.args[2])
             if out_scale is None or out_zp is None or out_scale.size != 1:
                 raise _NoMatch("")
+            expr, clip, bias = self.layer_under(q)
+            kind = _op(expr)
+            if kind not in ("relax.nn.conv2d", "relax.matmul"):
+                raise _NoMatch("")
+            layer = self.operands(expr)
+            b_q, fb = self.bias_of(bias, layer.channels, layer.scale_in, layer.where)
+            acc, correction, scale_in, channel_shape = self.accumulate(layer)
+            return self.requantize(
+                acc,
+                b_q + correction,
+                fb,
+                scale_in,
+                out_scale,
+                out_zp,
+                clip,
+                channel_shape,
+                str(q.attrs.out_dtype),
+            )
+
+        def layer_under(self, q: relax.Call) -> tuple[Any, tuple[float, float] | None, Any]:
+            """What a ``quantize`` ``q`` takes: ``(layer, clip, bias)``, where ``layer`` is
+            the conv2d / matmul call under an optional ReLU / clip and bias add (or whatever
+            expression is there), ``clip`` the bounds of that ReLU / clip and ``bias`` the
+            other operand of the add."""
             expr = self.resolve(q.args[0])
             clip: tuple[float, float] | None = None
             if _op(expr) == "relax.nn.relu":
@@ -248,9 +311,45 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 if _op(a) not in ("relax.nn.conv2d", "relax.matmul"):
                     a, b = b, a
                 expr, bias = a, b
+            return expr, clip, bias
+
+        def scan(self, func: relax.Function) -> None:
+            """Learn every binding of ``func`` before rewriting, and which layers feed a
+            ``quantize`` (rewritten there, with their requantise epilogue, not alone)."""
+            for block in getattr(func.body, "blocks", ()):
+                for binding in block.bindings:
+                    if isinstance(binding, relax.VarBinding):
+                        self.defs[binding.var] = binding.value
+            for value in list(self.defs.values()):
+                if _op(value) == "relax.quantize":
+                    try:
+                        layer = self.layer_under(value)[0]
+                    except _NoMatch:
+                        continue
+                    if _op(layer) in ("relax.nn.conv2d", "relax.matmul"):
+                        self.requantized.append(layer)
+
+        def float_output_layer(self, call: relax.Call) -> relax.Expr:
+            """``dequantize`` -> conv2d / matmul with no ``quantize`` after it (PT2E's x86
+            recipe, a model's last layer): the integer product, then ``float(acc + c) *
+            s_x * s_w``, exact up to the one float rounding of that product."""
+            if any(call.same_as(r) for r in self.requantized):
+                raise _NoMatch("")  # rewritten at its quantize, or kept float there
+            layer = self.operands(call)
+            acc, correction, scale_in, channel_shape = self.accumulate(layer)
+            bb = self.builder_
+            if np.any(correction):
+                c = relax.const(correction.astype(np.int32).reshape(channel_shape), "int32")
+                acc = bb.emit(relax.op.add(acc, c))
+            y = bb.emit(relax.op.astype(acc, "float32"))
+            s = relax.const(scale_in.astype(np.float32).reshape(channel_shape), "float32")
+            return relax.op.multiply(y, s)
+
+        def operands(self, expr: relax.Call) -> _Layer:
+            """The dequantized operands of a conv2d / matmul ``expr``, checked (else
+            :class:`_NoMatch` naming the reason, or with no message where ``expr`` is not a
+            quantized layer at all)."""
             kind = _op(expr)
-            if kind not in ("relax.nn.conv2d", "relax.matmul"):
-                raise _NoMatch("")
             where = f"{kind.removeprefix('relax.').removeprefix('nn.')} {list(_shape(expr))}"
             x = self.dequantize(expr.args[0])
             w_expr = self.resolve(expr.args[1])
@@ -275,16 +374,19 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             if _dtype(x.data) not in ("uint8", "int8"):
                 raise _NoMatch(f"{where}: the activation is {_dtype(x.data)}")
             if kind == "relax.nn.conv2d":
-                return self.conv2d(q, expr, x, w, w_q, bias, clip, out_scale, out_zp, where)
+                attrs = expr.attrs
+                if int(attrs.groups) != 1:
+                    raise _NoMatch(f"{where}: a grouped convolution")
+                if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
+                    raise _NoMatch(f"{where}: layout {attrs.data_layout}/{attrs.kernel_layout}")
+                return _Layer(expr, where, x, w, w_q)
             if w_q.ndim != 2:
                 raise _NoMatch(f"{where}: the weight is not a matrix")
             w_kn = w_q.T if transpose else w_q
             w_axis = 1 if (w.axis in (0, -2) and transpose) or w.axis in (1, -1) else 0
             if w.scale.size > 1 and w_axis != 1:
                 raise _NoMatch(f"{where}: the weight is quantized along its reduction axis")
-            return self.matmul(
-                q, x, w, np.ascontiguousarray(w_kn), bias, clip, out_scale, out_zp, where
-            )
+            return _Layer(expr, where, x, w, np.ascontiguousarray(w_kn))
 
         # -- emitting --------------------------------------------------------------------
 
@@ -313,7 +415,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 return np.zeros(channels, np.int64), (b_q * dq.scale.reshape(-1)).astype(np.float32)
             b = _const(bias)
             if b is None and _op(bias) == "relax.reshape":
-                b = _const(self.resolve(bias.args[0]))
+                b = self.constant(bias.args[0])
             if b is None or b.size != channels:
                 raise _NoMatch(f"{where}: the bias is not a constant per output channel")
             return np.zeros(channels, np.int64), b.reshape(-1).astype(np.float32)
@@ -353,26 +455,31 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             y = bb.emit(relax.op.add(y, relax.const(np.float32(out_zp.reshape(())), "float32")))
             return _saturate(bb, y, out_dtype)
 
-        def conv2d(self, q, conv, x, w, w_q, bias, clip, out_scale, out_zp, where):  # noqa: ANN001
-            attrs = conv.attrs
-            if int(attrs.groups) != 1:
-                raise _NoMatch(f"{where}: a grouped convolution")
-            if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
-                raise _NoMatch(f"{where}: layout {attrs.data_layout}/{attrs.kernel_layout}")
-            out_c = w_q.shape[0]
-            s_w = np.broadcast_to(w.scale.reshape(-1), (out_c,)).astype(np.float64)
-            scale_in = float(x.scale.reshape(())) * s_w
+        def accumulate(
+            self, layer: _Layer
+        ) -> tuple[relax.Expr, np.ndarray, np.ndarray, tuple[int, ...]]:
+            """The int32 product of ``layer``: ``(acc, correction, scale_in, channel_shape)``,
+            where ``acc + correction`` (int32, per output channel: ``-z_x * sum_k w``) is the
+            exact product of the dequantized operands divided by ``scale_in = s_x * s_w``."""
+            x, w_q, channels, scale_in = layer.x, layer.w_q, layer.channels, layer.scale_in
             data, z_x = self.activation(x)
+            bb = self.builder_
+            if _op(layer.expr) == "relax.matmul":
+                acc = bb.emit(relax.op.matmul(data, relax.const(w_q, "int8"), out_dtype="int32"))
+                comp = z_x * w_q.astype(np.int64).sum(axis=0)
+                report.rewritten.append(f"{layer.where}: u8 x s8 -> s32, zero point {z_x}")
+                return acc, -comp, scale_in, (channels,)
+            attrs = layer.expr.attrs
             padding = [int(p) for p in attrs.padding]
             if any(padding) and z_x != 0:  # zero padding of the float input is z_x here
                 top, left, bottom, right = padding
-                data = self.builder_.emit(
+                data = bb.emit(
                     relax.op.nn.pad(
                         data, [0, 0, 0, 0, top, bottom, left, right], "constant", float(z_x)
                     )
                 )
                 padding = [0, 0, 0, 0]
-            acc = self.builder_.emit(
+            acc = bb.emit(
                 relax.op.nn.conv2d(
                     data,
                     relax.const(w_q, "int8"),
@@ -382,39 +489,14 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                     out_dtype="int32",
                 )
             )
-            b_q, fb = self.bias_of(bias, out_c, scale_in, where)
-            comp = z_x * w_q.reshape(out_c, -1).astype(np.int64).sum(axis=1)
-            report.rewritten.append(f"{where}: u8 x s8 -> s32, zero point {z_x}")
-            return self.requantize(
-                acc,
-                b_q - comp,
-                fb,
-                scale_in,
-                out_scale,
-                out_zp,
-                clip,
-                (1, out_c, 1, 1),
-                str(q.attrs.out_dtype),
-            )
-
-        def matmul(self, q, x, w, w_kn, bias, clip, out_scale, out_zp, where):  # noqa: ANN001
-            n = w_kn.shape[1]
-            s_w = np.broadcast_to(w.scale.reshape(-1), (n,)).astype(np.float64)
-            scale_in = float(x.scale.reshape(())) * s_w
-            data, z_x = self.activation(x)
-            acc = self.builder_.emit(
-                relax.op.matmul(data, relax.const(w_kn, "int8"), out_dtype="int32")
-            )
-            b_q, fb = self.bias_of(bias, n, scale_in, where)
-            comp = z_x * w_kn.astype(np.int64).sum(axis=0)
-            report.rewritten.append(f"{where}: u8 x s8 -> s32, zero point {z_x}")
-            return self.requantize(
-                acc, b_q - comp, fb, scale_in, out_scale, out_zp, clip, (n,), str(q.attrs.out_dtype)
-            )
+            comp = z_x * w_q.reshape(channels, -1).astype(np.int64).sum(axis=1)
+            report.rewritten.append(f"{layer.where}: u8 x s8 -> s32, zero point {z_x}")
+            return acc, -comp, scale_in, (1, channels, 1, 1)
 
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             rewriter = Rewriter(builder.get())
+            rewriter.scan(func)
             builder.update_func(gv, rewriter.visit_expr(func))
     if not report.rewritten and not lowered:
         return mod, report  # not a quantized model
