@@ -688,17 +688,20 @@ class Records:
         target_key: str,
         versions: Mapping[str, str],
         keys: tuple[str, ...] = VERSION_KEYS,
+        *,
+        after: int | None = None,
     ) -> tuple[list[TrialRecord], list[TrialRecord]]:
         """The trials of (workload, target) as ``(today's, foreign)``: foreign ones were
         recorded by a run whose version of any component in ``keys`` differs from
-        ``versions``. A trial recorded outside a run counts as today's.
+        ``versions``. A trial recorded outside a run counts as today's. ``after``: only trials
+        whose index is greater (what other processes added since a tune last looked).
 
         A tune neither counts foreign trials toward its budget nor shows them to its explorer
         (their latencies were measured with other code), and reports how many it skipped.
         """
         by_index = self.versions_of(workload_key, target_key)
         today, foreign = [], []
-        for rec in self.trials(workload_key, target_key):
+        for rec in self.trials(workload_key, target_key, after=after):
             v = by_index.get(rec.trial_index)
             same = v is None or all(v.get(k) == versions.get(k) for k in keys)
             (today if same else foreign).append(rec)

@@ -441,30 +441,23 @@ class TuningSession:
         library or model builds sharing the records file) recorded since the last look:
         today's count toward the budget, join the history and the best, are never proposed
         again, and are shown to the explorer at the next round. Returns how many were new."""
-        new = [
-            r
-            for r in self.db.trials(self.workload_key, self.target_key, after=self._synced_upto)
-            if r.trial_index not in self._own_index
-        ]
-        if not new:
+        today, foreign = self.db.split_by_version(
+            self.workload_key, self.target_key, self.versions, after=self._synced_upto
+        )
+        today = [r for r in today if r.trial_index not in self._own_index]
+        foreign = [r for r in foreign if r.trial_index not in self._own_index]
+        if not today and not foreign:
             return 0
-        self._synced_upto = max(r.trial_index for r in new)
-        by_index = self.db.versions_of(self.workload_key, self.target_key)
-        today = []
-        for rec in new:
-            v = by_index.get(rec.trial_index)
-            if v is None or all(v.get(k) == self.versions.get(k) for k in VERSION_KEYS):
-                today.append(rec)
-            else:
-                self.foreign.append(rec)
-                self._foreign_index.add(rec.trial_index)
+        self._synced_upto = max(r.trial_index for r in today + foreign)
+        self.foreign.extend(foreign)
+        self._foreign_index.update(r.trial_index for r in foreign)
         self.history.extend(today)
         self.done += len(today)
         self._pending_others.extend(today)
         for rec in today:
             if rec.ok and (self.best is None or rec.latency_s < self.best.latency_s):  # type: ignore[operator]
                 self.best = rec
-        return len(new)
+        return len(today) + len(foreign)
 
     # -- one round ------------------------------------------------------------------------------
 
