@@ -19,7 +19,7 @@ import networkx as nx
 import tvm
 from tvm import s_tir, te, tirx
 
-from .errors import InvalidComputeError, SymbolicShapeError, UnsupportedComputeError
+from .errors import TVM_ERRORS, InvalidComputeError, SymbolicShapeError, UnsupportedComputeError
 
 AxisKind = Literal["S", "R"]
 
@@ -234,7 +234,7 @@ class ComputeDAG:
             raise InvalidComputeError("compute has no output tensor (all are placeholders)")
         try:
             func = te.create_prim_func(list(compute))
-        except tvm.error.TVMError as err:  # pragma: no cover - TVM's own message is kept
+        except TVM_ERRORS as err:  # pragma: no cover - TVM's own message is kept
             raise InvalidComputeError(f"te.create_prim_func failed: {_short(err)}") from None
         return cls(func, outputs)
 

@@ -191,3 +191,17 @@ class KernelNotFoundError(UnsupportedShapeError):
 class LibraryFormatError(RecordsMismatchError):
     """A library folder cannot be loaded: no or a malformed manifest, another format or a
     newer format version, or the shared library is missing. The message names the file."""
+
+
+#: what TVM 0.27 raises: its FFI (``tvm_ffi``) maps C++ errors onto these Python built-ins;
+#: ``tvm.error.TVMError`` is gone (``tvm.error.InternalError`` and friends subclass
+#: RuntimeError). Catch heronlike's own errors first: they subclass some of these.
+TVM_ERRORS: tuple[type[Exception], ...] = (
+    RuntimeError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    AssertionError,
+)

@@ -80,7 +80,7 @@ class Space:
         """The candidate program for ``assignment`` as a TVM schedule.
 
         Raises:
-            tvm.error.TVMError: when TVM rejects the schedule (recorded as a failed candidate
+            RuntimeError: when TVM rejects the schedule (recorded as a failed candidate
                 by the tune loop; a valid CSP assignment should never cause it).
         """
         for m in self.matches.values():

@@ -78,7 +78,12 @@ from typing import Any
 import networkx as nx
 
 from heronlike.csp import Eq, In, Le, Prod, Select, Sum
-from heronlike.errors import UnsupportedComputeError, UnsupportedDtypeError, UnsupportedShapeError
+from heronlike.errors import (
+    TVM_ERRORS,
+    UnsupportedComputeError,
+    UnsupportedDtypeError,
+    UnsupportedShapeError,
+)
 from heronlike.intrinsic import structural_match
 from heronlike.template import Choice, PackedLayout, Sym
 
@@ -236,7 +241,6 @@ def _epilogue(
             a constant outside the ALU immediate, two different bias tensors.
         UnsupportedDtypeError: an output dtype other than int8 or int32.
     """
-    import tvm
     from tvm import s_tir
 
     dag = ctx.dag
@@ -256,7 +260,7 @@ def _epilogue(
         if s != out:
             try:
                 sch.compute_inline(sch.get_sblock(s))
-            except (s_tir.ScheduleError, tvm.error.TVMError):
+            except (s_tir.ScheduleError, *TVM_ERRORS):
                 raise UnsupportedComputeError(
                     f"{_EPILOGUE_FORM}; stage {s} cannot be inlined into {out}"
                 ) from None

@@ -147,7 +147,7 @@ def export(
 
     Raises:
         InvalidArgumentError: no entries, or entries of different targets.
-        tvm.error.TVMError: TVM failed to compile (a record that no longer builds).
+        RuntimeError: TVM failed to compile (a record that no longer builds).
     """
     import tvm
 

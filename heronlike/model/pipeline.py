@@ -23,7 +23,7 @@ import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
 
-from ..errors import ModelCompileError
+from ..errors import TVM_ERRORS, HeronlikeError, ModelCompileError
 from ..target import DLATarget
 from .quantize import QUANTIZE_ATTR, describe, rewrite_qdq
 
@@ -80,7 +80,9 @@ def fuse(mod: tvm.IRModule, target: DLATarget) -> tvm.IRModule:
         mod, report = rewrite_qdq(mod)
         with tvm.target.Target(target.tvm_target()):
             out = tvm.transform.Sequential(passes)(mod)
-    except tvm.error.TVMError as exc:
+    except HeronlikeError:
+        raise
+    except TVM_ERRORS as exc:
         raise ModelCompileError(f"Relax's fusion pipeline failed: {_last_lines(exc)}") from exc
     if report.rewritten or report.kept_float:
         out = out.with_attr(QUANTIZE_ATTR, json.dumps(describe(report)))
@@ -98,7 +100,9 @@ def build(mod: tvm.IRModule, target: DLATarget) -> Any:
     try:
         with tgt:
             return relax.build(mod, target=tgt, relax_pipeline=tvm.transform.Sequential(passes))
-    except tvm.error.TVMError as exc:
+    except HeronlikeError:
+        raise
+    except TVM_ERRORS as exc:
         raise ModelCompileError(f"building the model failed: {_last_lines(exc)}") from exc
 
 
