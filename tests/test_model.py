@@ -23,7 +23,9 @@ import heronlike  # noqa: E402
 import heronlike.model as hm  # noqa: E402
 from heronlike import ops  # noqa: E402
 from heronlike.dag import ComputeDAG  # noqa: E402
+from heronlike.host import cpu_flags  # noqa: E402
 from heronlike.errors import (  # noqa: E402
+    HostFeatureError,
     ModelImportError,
     ModelInputError,
     SymbolicShapeError,
@@ -177,6 +179,9 @@ def test_bad_inputs_give_typed_errors(tmp_path: Path) -> None:
         hm.compile_model(net, "llvm")  # a torch module needs from_torch first
     with pytest.raises(heronlike.UnknownTargetError):
         hm.extract_tasks(hm.from_torch(net, (x,)), "no-such-target")
+    if "avx512_vnni" not in cpu_flags():  # DL Boost named on a CPU without it
+        with pytest.raises(HostFeatureError, match="VNNI"):
+            hm.compile_model(hm.from_torch(net, (x,)), "dlboost")
 
 
 def test_dynamic_batch_is_refused_then_bound() -> None:
