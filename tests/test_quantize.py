@@ -61,6 +61,21 @@ class _SmallCNN(torch.nn.Module):
         return self.fc(y)
 
 
+class _Separable(torch.nn.Module):
+    """A depthwise-separable block (MobileNet's): a grouped 3x3 convolution, one group per
+    channel, between pointwise ones, with ReLU6."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 1)
+        self.dw = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.c2 = torch.nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):  # noqa: ANN001, ANN201
+        y = torch.nn.functional.relu6(self.c1(x))
+        return self.c2(torch.nn.functional.relu6(self.dw(y)))
+
+
 class _Block(torch.nn.Module):
     """A transformer encoder block: attention (2 heads), layer norm, GELU feed-forward."""
 
@@ -139,8 +154,12 @@ def assert_agrees(got: np.ndarray, want: np.ndarray, lsb: float) -> None:
 
 @pytest.mark.parametrize(
     "net, shape, n_int, n_float",
-    [(_SmallCNN, (1, 3, 16, 16), 4, 0), (_Block, (1, 8, 32), 4, 2)],
-    ids=["cnn", "transformer"],
+    [
+        (_SmallCNN, (1, 3, 16, 16), 4, 0),
+        (_Separable, (1, 3, 16, 16), 3, 0),
+        (_Block, (1, 8, 32), 4, 2),
+    ],
+    ids=["cnn", "depthwise", "transformer"],
 )
 def test_qdq_model_agrees_with_onnxruntime(tmp_path: Path, net, shape, n_int, n_float) -> None:  # noqa: ANN001
     fp32, int8 = _qdq(tmp_path, net(), shape)

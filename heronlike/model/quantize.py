@@ -20,8 +20,8 @@ Integer-Arithmetic-Only Inference", CVPR 2018, §2.2-2.4):
 s8 activations (symmetric quantization, PyTorch PT2E) take the usual +128 shift to u8, with the
 zero point moved by 128, which is exact. Weights must be constants with a zero point of 0 (ONNX
 Runtime's s8 weights are symmetric); the activation scale and zero point must be per tensor.
-Groups that do not match (a u8 x u8 product of two activations, a grouped convolution, weights
-with a zero point ...) stay float and are named in the :class:`QuantizeReport`.
+Grouped (and depthwise) convolutions take the same form, group by group. Groups that do not
+match (a u8 x u8 product of two activations, weights with a zero point ...) stay float and are named in the :class:`QuantizeReport`.
 """
 
 from __future__ import annotations
@@ -375,8 +375,6 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 raise _NoMatch(f"{where}: the activation is {_dtype(x.data)}")
             if kind == "relax.nn.conv2d":
                 attrs = expr.attrs
-                if int(attrs.groups) != 1:
-                    raise _NoMatch(f"{where}: a grouped convolution")
                 if str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW":
                     raise _NoMatch(f"{where}: layout {attrs.data_layout}/{attrs.kernel_layout}")
                 return _Layer(expr, where, x, w, w_q)
@@ -486,9 +484,11 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                     strides=[int(s) for s in attrs.strides],
                     padding=padding,
                     dilation=[int(d) for d in attrs.dilation],
+                    groups=int(attrs.groups),
                     out_dtype="int32",
                 )
             )
+            # each output channel sums over its own group's inputs: the weights' row sums
             comp = z_x * w_q.reshape(channels, -1).astype(np.int64).sum(axis=1)
             report.rewritten.append(f"{layer.where}: u8 x s8 -> s32, zero point {z_x}")
             return acc, -comp, scale_in, (1, channels, 1, 1)
