@@ -23,7 +23,6 @@ import heronlike  # noqa: E402
 import heronlike.model as hm  # noqa: E402
 from heronlike import ops  # noqa: E402
 from heronlike.dag import ComputeDAG  # noqa: E402
-from heronlike.host import cpu_flags  # noqa: E402
 from heronlike.errors import (  # noqa: E402
     HostFeatureError,
     ModelImportError,
@@ -31,6 +30,7 @@ from heronlike.errors import (  # noqa: E402
     SymbolicShapeError,
     UnsupportedOperatorError,
 )
+from heronlike.host import cpu_flags  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-4  # float32 kernels reorder sums; PyTorch's do too
 

@@ -192,6 +192,33 @@ def test_integer_layers_reach_the_rules_as_u8_s8_reductions(tmp_path: Path) -> N
         assert "conv2d_nhwc" in script  # channels-last, as the rules want it
 
 
+def test_integer_layers_tensorize_onto_vnni_with_the_requantise_fused(tmp_path: Path) -> None:
+    """On a VNNI CPU (built for Cascade Lake here, never run) the ``llvm`` target puts a
+    quantized model's integer layers onto ``vpdpbusd``, each with its requantise epilogue in
+    the same kernel, and tunes the rest (small channel counts, element-wise) with the general
+    rule set: every task of the model has a space."""
+    from benchmarks.metaschedule import asm_uses_vnni, executable_asm
+    from heronlike.sampler import RandSAT
+
+    _, int8 = _qdq(tmp_path, _SmallCNN(), (1, 3, 16, 16))
+    tasks = hm.extract_tasks(int8, {"kind": "dlboost", "general": True, "mcpu": "cascadelake"})
+    assert all(t.tunable for t in tasks), [t.reason for t in tasks if not t.tunable]
+    vnni = []
+    for task in tasks:
+        steps = [s.op for s in task.space.template.steps]
+        if "tensorize" not in steps:
+            continue
+        (assignment,) = RandSAT(task.space.csp, seed=0).sample(1)
+        target = tvm.target.Target(task.space.target.tvm_target())
+        asm = executable_asm(tvm.compile(task.space.apply(assignment).mod, target=target))
+        assert asm is not None and asm_uses_vnni(asm), task.name
+        assert "_tir_round" in task.name.split(" ")[0], task.name  # requantised in the kernel
+        vnni.append(task.name)
+    # the 16 -> 16 and 16 -> 32 convolutions and the linear layer; the 3-channel input's
+    # convolution goes to the general rule set
+    assert len(vnni) == 3, [t.name for t in tasks]
+
+
 def _matmul_module(x_dtype: str, w: np.ndarray | None, m: int, k: int, n: int) -> tvm.IRModule:
     """``main(x[, w]) = matmul(x, w, out_dtype=int32)``, ``w`` a constant when given."""
     bb = relax.BlockBuilder()

@@ -21,7 +21,8 @@ s8 activations (symmetric quantization, PyTorch PT2E) take the usual +128 shift 
 zero point moved by 128, which is exact. Weights must be constants with a zero point of 0 (ONNX
 Runtime's s8 weights are symmetric); the activation scale and zero point must be per tensor.
 Grouped (and depthwise) convolutions take the same form, group by group. Groups that do not
-match (a u8 x u8 product of two activations, weights with a zero point ...) stay float and are named in the :class:`QuantizeReport`.
+match (a u8 x u8 product of two activations, weights with a zero point ...) stay float and
+are named in the :class:`QuantizeReport`.
 """
 
 from __future__ import annotations
