@@ -192,6 +192,7 @@ def layer_agreement(
     for i, (first, last) in enumerate(zip(bounds, bounds[1:])):
         part = work / f"{int8.stem}-layer{i}.onnx"
         extract_model(str(int8), str(part), [first, *graph_inputs], [last])
+        _set_input_shape(part, first, values[first].shape)
         sub_feed = {first: values[first], **feed}
         want = ort_session(part, 1, reference=True).run(None, sub_feed)[0]
         compiled = hm.compile_model(part, target)
@@ -203,6 +204,21 @@ def layer_agreement(
             flush=True,
         )
     return rows
+
+
+def _set_input_shape(path: Path, name: str, shape: tuple[int, ...]) -> None:
+    """Give input ``name`` of the ONNX file a concrete shape (a cut-out layer's input has
+    the exporter's symbolic dimensions)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for inp in model.graph.input:
+        if inp.name == name:
+            dims = inp.type.tensor_type.shape.dim
+            for dim, size in zip(dims, shape):
+                dim.Clear()
+                dim.dim_value = int(size)
+    onnx.save(model, str(path))
 
 
 def _quantize_scales(path: Path, names: list[str]) -> dict[str, float]:
