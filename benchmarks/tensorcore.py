@@ -6,7 +6,10 @@ This machine has nvcc and no GPU, so the work is split in subcommands:
   ``--samples`` random valid schedules (RandSAT) with nvcc and count how many build, why the others
   fail (spill, registers, shared memory, nvcc, TVM), the ptxas register range, how many needed
   ptxas's register-usage level 10 after spilling at 5 (``ptxas_10``), and whether the
-  CSP's shared bytes equal the built kernel's. Writes ``results/tensorcore_compile.csv``.
+  CSP's shared bytes equal the built kernel's; with ``cuobjdump`` (the ``nvidia-cuda-cuobjdump``
+  and ``nvidia-cuda-nvdisasm`` wheels), how many cubins hold ``HMMA``, ``LDSM`` and ``LDGSTS``
+  (``cp.async``) and how many hold ``LDGSTS`` without a pipelined fetch or lack it with one
+  (``ldgsts_mismatch``). Writes ``results/tensorcore_compile.csv``.
 * ``bundle``: one tuning round per case (:func:`heronlike.offline.prepare_bundle`) written as an
   offline bundle, optionally merged into one bundle folder; prints its size and the command to
   run on the GPU machine.
@@ -86,13 +89,15 @@ ALL_CASES = {**TC_CASES, **EXTRA_CASES}
 COUNT_COLUMNS = (
     "case", "op", "shape", "dtype", "arch", "nvcc_flags", "status", "samples", "ok", "ok_pct",
     "spill", "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
-    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "seconds", "cpu",
+    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "pipelined",
+    "split", "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch", "seconds", "cpu",
     "nvcc_version", "tvm_version", "date",
 )  # fmt: skip
 FAIL_KINDS = ("spill", "registers", "shared_memory", "nvcc", "build")
 COUNT_TABLE = (
     "case", "state", "samples", "ok", "ok_pct", *FAIL_KINDS, "other", "regs_min", "regs_median",
-    "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "seconds",
+    "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "pipelined", "split",
+    "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch", "seconds",
 )  # fmt: skip
 REPORT_COLUMNS = (
     "case", "op", "shape", "dtype", "status", "source", "trials", "valid", "valid_pct",
@@ -226,6 +231,16 @@ def csp_shared_bytes(assignment: dict[str, int]) -> int:
     return sum(v for k, v in assignment.items() if re.fullmatch(r"[^.]+\.shared\.bytes", k))
 
 
+def pipeline_knobs(assignment: dict[str, int]) -> tuple[bool, bool]:
+    """Whether a candidate pipelines its shared-memory fetches (``<stage>.stages`` > 1, so
+    ``cp.async`` on sm_80+) and whether it splits K (``<stage>.split_k`` > 1)."""
+
+    def above_one(knob: str) -> bool:
+        return any(v > 1 for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k))
+
+    return above_one("stages"), above_one("split_k")
+
+
 def count_case(
     case: str, samples: int, arch: str, seed: int, timeout_s: float, nvcc_flags: str = ""
 ) -> dict[str, Any]:
@@ -234,6 +249,7 @@ def count_case(
     import tvm
 
     from heronlike.measure import BuildInput
+    from heronlike.measure.cuda import sass_opcodes
     from heronlike.sampler import RandSAT
     from heronlike.space import generate_space
 
@@ -250,7 +266,7 @@ def count_case(
         row["seconds"] = round(time.perf_counter() - t0, 1)
         return row
     kinds: dict[str, int] = {}
-    inputs, planned = [], []
+    inputs, planned, knobs = [], [], []
     tgt = space.target
     for a in assignments:
         try:
@@ -261,21 +277,36 @@ def count_case(
         options = {**tgt.build_options(), "nvcc_flags": shlex.split(nvcc_flags)}
         inputs.append(BuildInput(mod_json, tgt.tvm_target(), options))
         planned.append(csp_shared_bytes(a))
+        knobs.append(pipeline_knobs(a))
     builder = tgt.make_builder(timeout_s=timeout_s)
     try:
         results = builder.build(inputs)
+        # SASS of each built cubin (while the builder's artifacts exist), None without cuobjdump
+        sass = [
+            sass_opcodes(Path(r.artifact_path) / "kernel.cubin") if r.ok else None for r in results
+        ]
     finally:
         builder.close()
     regs, mismatch, no_param, level10 = [], 0, 0, 0
-    for res, shared in zip(results, planned, strict=True):
+    ops = {"sass_checked": 0, "hmma": 0, "ldsm": 0, "ldgsts": 0, "ldgsts_mismatch": 0}
+    for res, shared, (pipelined, _), opcodes in zip(results, planned, knobs, sass, strict=True):
         if not res.ok:
             kinds[res.error_kind] = kinds.get(res.error_kind, 0) + 1
             continue
+        if opcodes is not None:  # cp.async (LDGSTS) exactly in the pipelined candidates
+            ops["sass_checked"] += 1
+            for name in ("HMMA", "LDSM", "LDGSTS"):
+                ops[name.lower()] += opcodes.get(name, 0) > 0
+            ops["ldgsts_mismatch"] += (opcodes.get("LDGSTS", 0) > 0) != pipelined
         level10 += res.info.get("ptxas_level") == 10
         regs.append(max((k["registers"] for k in res.info["kernels"].values()), default=0))
         built = max((launch["dynamic_shared_bytes"] for launch in res.info["launches"]), default=0)
         mismatch += built != shared
-        no_param += any(i is None for launch in res.info["launches"] for i in launch["args"])
+        no_param += any(  # a split-K partial-sum workspace is no parameter, by design
+            i is None and not (launch.get("workspaces") or [None] * len(launch["args"]))[n]
+            for launch in res.info["launches"]
+            for n, i in enumerate(launch["args"])
+        )
     ok = len(regs)
     others = {k: v for k, v in kinds.items() if k not in FAIL_KINDS}
     row.update(
@@ -291,6 +322,9 @@ def count_case(
         shared_mismatch=mismatch,
         no_param_arg=no_param,
         ptxas_10=level10,
+        pipelined=sum(p for p, _ in knobs),
+        split=sum(k for _, k in knobs),
+        **ops,
         seconds=round(time.perf_counter() - t0, 1),
         **{k: kinds.get(k, 0) for k in FAIL_KINDS},
     )

@@ -9,7 +9,13 @@ Target strings: ``"cuda -tensorcore"`` (also ``"tensorcore"``), with options
 * ``-max-shared-memory=<KB>``: shared memory per block the CSP may use, 48 KB by default
   (what every launch gets without opting in); up to 227 KB on ``sm_90`` (the opt-in
   maximum; the runner opts in);
-* ``-sms=<n>``: streaming multiprocessors (132 on an H100 SXM), for peak figures.
+* ``-sms=<n>``: streaming multiprocessors (132 on an H100 SXM): peak figures and the bound
+  on split-K factors (at most ``n``; a split grid within two waves).
+
+Knobs beside tiling (:mod:`heronlike.rules.gpu`): ``stages`` (1–4; > 1 pipelines the
+shared-memory fetches with ``cp.async`` on sm_80+, built with ``tirx.use_async_copy``) and
+``split_k`` (the reduction split across ``blockIdx.y``, partial sums in a workspace summed
+by a second kernel).
 
 Intrinsics: WMMA groups (fill, load A, load B, ``mma_sync``, store) for 16×16×16, 32×8×16 and
 8×32×16 tiles, for ``float16 × float16 → float32``, ``float16 → float16``,
@@ -245,7 +251,12 @@ class TensorCoreTarget(DLATarget):
         return {
             # TVM 0.27's StorageRewrite can alias the fp32 accumulator staging into an fp16
             # shared.dyn buffer ("tvm_access_ptr element type must match")
-            "pass_config": {"tirx.disable_storage_rewrite": True},
+            # cp.async for the pipelined shared-memory fetches (``stages`` > 1; sm_80+): TVM's
+            # InjectPTXAsyncCopy rewrites the copies of a loop's async stage only
+            "pass_config": {
+                "tirx.disable_storage_rewrite": True,
+                "tirx.use_async_copy": self.sm >= 80,
+            },
             "arch": self.arch,
             "max_registers_per_thread": REGISTERS_PER_THREAD,
             "registers_per_block": REGISTERS_PER_BLOCK,

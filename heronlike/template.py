@@ -313,17 +313,63 @@ def tensorize_last(sch: s_tir.Schedule, block: Any, count: int, intrinsic: str) 
     sch.tensorize(sch.get_loops(block)[-count], intrinsic)
 
 
-def software_pipeline(sch: s_tir.Schedule, loop: Any, enabled: int) -> None:
-    """When ``enabled``, pipeline ``loop`` in two stages: its children but the last (the
-    shared-memory fetches) run one iteration ahead of the last (the computation), which TVM's
-    ``InjectSoftwarePipeline`` implements with two versions of each buffer they write."""
-    if not enabled:
+def software_pipeline(sch: s_tir.Schedule, loop: Any, stages: int, asynchronous: int = 0) -> None:
+    """Pipeline ``loop`` in ``stages`` stages (nothing when ``stages`` is 1 or less): its
+    children but the last (the shared-memory fetches) run ``stages - 1`` iterations ahead of
+    the last (the computation), which TVM's ``InjectSoftwarePipeline`` implements with
+    ``stages`` versions of each buffer they write. With ``asynchronous`` the fetches are the
+    pipeline's async stage (``software_pipeline_async_stages = [0]``): built with the
+    ``PassContext`` option ``tirx.use_async_copy``, their global-to-shared copies become
+    ``cp.async`` (sm_80+) with commit/wait groups."""
+    if stages <= 1:
         return
     children = len(sch.get_child_blocks(loop))
     body = sch.get(loop).body
     count = len(body.seq) if hasattr(body, "seq") else children
-    sch.annotate(loop, "software_pipeline_stage", [0] * (count - 1) + [1])
+    sch.annotate(loop, "software_pipeline_stage", [0] * (count - 1) + [stages - 1])
     sch.annotate(loop, "software_pipeline_order", list(range(count)))
+    if asynchronous:
+        sch.annotate(loop, "software_pipeline_async_stages", [0])
+
+
+def split_k(
+    sch: s_tir.Schedule, block: Any, factor: int, threads: int = 128, bind: bool = True
+) -> tuple[Any, ...]:
+    """Split the reduction of ``block`` (a GEMM-like stage whose last loop is its only
+    reduction loop) across ``factor`` thread blocks: a two-stage, deterministic split-K.
+
+    With ``factor`` > 1 the reduction loop is split ``[factor, rest]``, the ``factor`` part
+    moved outermost and ``rfactor``-ed: a partial-sum stage ``<name>_rf`` computes
+    ``P[s, ...] = sum over the s-th slice of the reduction`` (a global workspace buffer of
+    the output's dtype; ``s`` bound to ``blockIdx.y``), and ``block`` becomes a second
+    kernel that adds the ``factor`` partial sums of each output element in a fixed order
+    (its output elements fused and split over ``threads``-thread blocks). With ``factor`` 1
+    nothing changes.
+
+    Returns:
+        ``(stage block, final block or None, *loops)``: the block to tile (the partial-sum
+        stage, else ``block``), the summing block, and the stage block's loops without the
+        split part (one per loop of ``block``, the reduction's remainder last).
+    """
+    if factor <= 1:
+        return (block, None, *sch.get_loops(block))
+    loops = sch.get_loops(block)
+    ks, _ = sch.split(loops[-1], [factor, None])
+    sch.reorder(ks, *loops[:-1])
+    rf = sch.rfactor(ks, 0)
+    rf_loops = sch.get_loops(rf)
+    final = sch.get_loops(block)
+    sch.reorder(*final[1:], final[0])
+    if not bind:
+        return (rf, block, *rf_loops[1:])
+    sch.bind(rf_loops[0], "blockIdx.y")
+    elems = sch.fuse(*final[1:]) if len(final) > 2 else final[1]
+    extent = int(sch.get(elems).extent)
+    width = threads if extent % threads == 0 else 32 if extent % 32 == 0 else 1
+    bx, tx = sch.split(elems, [None, width])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return (rf, block, *rf_loops[1:])
 
 
 _HELPERS = {
@@ -334,6 +380,7 @@ _HELPERS = {
     "tensorize_tile": tensorize_tile,
     "tensorize_last": tensorize_last,
     "software_pipeline": software_pipeline,
+    "split_k": split_k,
 }
 
 
@@ -353,7 +400,7 @@ class Template:
 
         Raises:
             KeyError: if the assignment misses a variable the template reads.
-            tvm.error.TVMError: if TVM rejects a primitive (a template bug; callers that
+            RuntimeError: if TVM rejects a primitive (a template bug; callers that
                 tune record it as a failed candidate).
         """
         sch = s_tir.Schedule(self.func, seed=seed)
@@ -382,6 +429,8 @@ class Template:
             args = [resolve(a) for a in step.args]
             if step.op in _HELPERS:
                 result = _HELPERS[step.op](sch, *args)
+                for name, value in zip(step.outs, result or (), strict=False):
+                    env[name] = value  # a helper's outputs (blocks, loops), when it names any
                 continue
             fn = getattr(sch, step.op)
             if step.op in _VARIADIC:

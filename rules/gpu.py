@@ -17,19 +17,29 @@ For a stage matched to an intrinsic *group* (:attr:`heronlike.intrinsic.Intrinsi
 * shared loads are cooperative: all ``32 × warps`` threads fetch vectors of 1–8 elements
   (at most 16 bytes), and rows are padded by a ``storage_align`` offset from a candidate set;
 * ``pragma_auto_unroll_max_step`` on the block loop is a categorical knob;
-* a knob turns on software pipelining of the outer reduction loop (TVM's
-  ``software_pipeline_stage``/``order`` annotations): the shared tiles of the next step are
-  fetched into a second buffer while this step's fragments are multiplied.
+* a ``stages`` knob (1–4) pipelines the outer reduction loop (TVM's
+  ``software_pipeline_stage``/``order``/``async_stages`` annotations): the shared tiles of the
+  next ``stages - 1`` steps are fetched into their own buffers with ``cp.async`` (sm_80+;
+  ``tirx.use_async_copy`` at build time) while this step's fragments are multiplied; 1 is a
+  single synchronous buffer, and before sm_80 only 2 (a synchronous double buffer) is offered
+  beside it;
+* a ``split_k`` knob splits the reduction across ``blockIdx.y`` (``rfactor``): each block
+  writes the partial sums of its slice of K to a global workspace in the accumulator's dtype
+  and a second kernel adds them in a fixed order (deterministic; no atomics). Offered for a
+  GEMM/BMM stage whose operands are parameters and whose K has at least two intrinsic steps.
 
 Constraints (C1–C6 plus the GPU limits): threads per block ``32 · warps ≤ 1024``; shared
-memory per block summed over both staged operands, dtype-aware, padding included, doubled
-when pipelined, ``≤`` the target's ``shared`` capacity; accumulator and operand-fragment
+memory per block summed over both staged operands, dtype-aware, padding included, times the
+pipeline's stages, ``≤`` the target's ``shared`` capacity; with ``stages > 1`` on sm_80+ every
+fetch vector is 4, 8 or 16 bytes (what ``cp.async`` copies); accumulator and operand-fragment
 registers per thread, and per block, bounded; the cooperative fetch divides each staged tile
-exactly; row padding a multiple of the vector and smaller than the row.
+exactly; row padding a multiple of the vector and smaller than the row; a split-K factor
+divides K into whole intrinsic steps, is at most the SM count, and (when above 1) keeps
+``blocks · split_k`` within two waves of the SMs.
 The shared bytes the CSP computes are exactly what the built kernel allocates.
 
-Not done: asynchronous copies (``cp.async``, sm_80+), split-K, swizzled layouts,
-``mma.sync``/``ldmatrix`` intrinsics.
+Not done: swizzled layouts, ``mma.sync``/``ldmatrix`` intrinsics (WMMA already compiles to
+``HMMA``/``LDSM``), split-K for convolutions (an operand gathered by another stage).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from heronlike.intrinsic import Intrinsic, IntrinsicMatch
 from heronlike.template import Choice, Ref, Sym
 
 from .base import Loop, Rule, RuleContext
+from .constraints import add_candidates, divisors
 from .tiling import ROLE_ORDER
 
 WARP_SIZE = 32
@@ -80,6 +91,18 @@ class TensorCoreTiling(Rule):
         align_offsets: candidate row paddings (elements) of staged tiles (Heron's
             ``storage_align`` set); an offset must be a multiple of the fetch vector.
         accumulator_registers: registers per thread the accumulator fragments may take.
+        stages: candidate pipeline depths of the shared-memory fetch along the outer
+            reduction loop (1: synchronous, one buffer; ``s > 1``: ``s`` buffers, filled by
+            ``cp.async`` on sm_80+; before sm_80 only 1 and 2, a synchronous double buffer).
+        split_k: candidate split-K factors: the reduction is split across that many thread
+            blocks (``blockIdx.y``) writing partial sums in the accumulator's dtype (fp32 for
+            fp16 inputs) to a workspace, and a second kernel adds them in a fixed order. A
+            factor must divide the reduction into whole intrinsic steps and be at most the
+            target's SM count;
+            offered only for a GEMM/BMM stage whose operands are parameters.
+        split_k_waves: a split (factor > 1) keeps the grid within this many waves of one
+            block per SM (``blocks · split_k ≤ waves · SMs``): split-K is for grids too small
+            to fill the GPU.
         register_reserve: registers per thread assumed beside the accumulator and operand
             fragments (addresses, indices, fetch vectors); the sum is at most
             ``registers_per_thread`` and, times the block's threads, ``registers_per_block``.
@@ -94,6 +117,9 @@ class TensorCoreTiling(Rule):
         vector_bytes: int = 16,
         align_offsets: Sequence[int] = (0, 8, 16, 24, 32, 48),
         accumulator_registers: int = 128,
+        stages: Sequence[int] = (1, 2, 3, 4),
+        split_k: Sequence[int] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
+        split_k_waves: int = 2,
         register_reserve: int = 64,
         registers_per_block: int = 65536,
         registers_per_thread: int = 255,
@@ -103,6 +129,9 @@ class TensorCoreTiling(Rule):
         self.vector_bytes = vector_bytes
         self.align_offsets = tuple(align_offsets)
         self.accumulator_registers = accumulator_registers
+        self.stages = tuple(stages)
+        self.split_k = tuple(split_k)
+        self.split_k_waves = split_k_waves
         self.register_reserve = register_reserve
         self.registers_per_block = registers_per_block
         self.registers_per_thread = registers_per_thread
@@ -138,6 +167,9 @@ class TensorCoreTiling(Rule):
         k = match.intrinsic.k
         csp.add(Prod(match.intrinsic.m * match.intrinsic.n * k, (wm, wn, k)))
         st.extra["intrinsic_choice"] = (shape, family)
+
+        # split-K (before the caches: they then stage the partial-sum stage's accesses)
+        split = self._split_reduction(ctx, stage, match)
 
         # S2 Add Multi-Level SPM: accumulator, staged operands, fragments
         scopes = match.intrinsic.scopes
@@ -177,7 +209,11 @@ class TensorCoreTiling(Rule):
             if loop.axis in tile:
                 levels += ("T",)
                 fixed = {"T": tile[loop.axis]}
-            ctx.split(stage, loop, levels, fixed)
+            parts = ctx.split(stage, loop, levels, fixed)
+            if not isinstance(loop.extent, int) and "split_k_divisors" in st.extra:
+                for part in parts:  # a split-K remainder: the levels still divide K
+                    if part.level not in fixed:
+                        add_candidates(csp, str(part.extent), st.extra["split_k_divisors"])
         ordered: list[Loop] = []
         for level in ("S0", "S1", "R0", "R1", "S2", "T"):
             group = st.level(level)
@@ -192,6 +228,8 @@ class TensorCoreTiling(Rule):
         warp_loop = self._fuse_level(ctx, stage, "S1", "warps")
         ctx.bind(block_loop, "blockIdx.x")
         ctx.bind(warp_loop, "threadIdx.y")
+        if split is not None:
+            self._limit_split_grid(ctx, stage, split, block_loop.extent)
         ctx.threads.setdefault("threadIdx.x", []).append(WARP_SIZE)
         warps = warp_loop.extent
 
@@ -210,20 +248,51 @@ class TensorCoreTiling(Rule):
         shared_bytes: list[Operand] = []
         for role, (acc, shared, _), dims in zip(("a", "b"), staged, tiles, strict=True):
             shared_bytes.append(self._stage_in_shared(ctx, stage, role, acc, dims, shared, warps))
-        # software pipelining (TVM's InjectSoftwarePipeline): the next R0 step's shared tiles
-        # are fetched while this one's fragments are multiplied, into a second copy of each
-        # shared buffer (double buffering)
-        pipeline = csp.var(
-            f"{stage}.pipeline", 0, 1, knob=True, doc="double-buffered shared memory"
+        # software pipelining (TVM's InjectSoftwarePipeline) of the R0 loop in ``stages``
+        # stages: the shared tiles of the next ``stages - 1`` R0 steps are fetched while this
+        # one's fragments are multiplied, into ``stages`` copies of each shared buffer. On
+        # sm_80 and newer the fetches are asynchronous (``cp.async``: the loop's stage 0 is
+        # an async stage and the build sets ``tirx.use_async_copy``); before sm_80 only the
+        # synchronous double buffer (2 stages) exists.
+        asynchronous = getattr(ctx.target, "sm", 80) >= 80
+        choices = self.stages if asynchronous else tuple(s for s in self.stages if s <= 2)
+        stages = csp.var(
+            f"{stage}.stages",
+            1,
+            max(choices),
+            knob=True,
+            doc="pipeline stages of the shared-memory fetch"
+            + (" (cp.async when > 1)" if asynchronous else " (double buffer when 2)"),
         )
-        versions = csp.var(f"{stage}.shared.versions", 1, 2)
-        csp.add(Sum(versions, (pipeline, 1)))
-        ctx.step("software_pipeline", Sym(r0.sym), Ref(pipeline))
+        csp.add(In(stages, choices))
+        ctx.step("software_pipeline", Sym(r0.sym), Ref(stages), int(asynchronous))
+        # the pipeline's epilogue waits for fewer copy groups on each of its last steps: the
+        # wait counts must be constants, so from 3 stages on the epilogue is unrolled in TIR
+        st.extra["unroll_explicit"] = Choice(
+            stages, tuple(int(asynchronous and s >= 3) for s in range(max(choices) + 1))
+        )
+        if asynchronous:
+            # cp.async copies 4, 8 or 16 bytes: a narrower fetch vector would stay synchronous
+            least = csp.var(f"{stage}.shared.async_vector_bytes", 1, 4)
+            csp.add(
+                Select(least, stages, tuple(1 if s < 2 else 4 for s in range(max(choices) + 1)))
+            )
+            for role, acc in (("a", match.a), ("b", match.b)):
+                lanes = f"{stage}.{role}.shared.vector"
+                width = csp.var(
+                    f"{stage}.{role}.shared.vector_bytes",
+                    1,
+                    csp.vars[lanes].hi * acc.itemsize,
+                )
+                csp.add(Prod(width, (lanes, acc.itemsize)))
+                csp.add(Le(least, width))
         hi = sum(csp.vars[b].hi if isinstance(b, str) else b for b in shared_bytes)
-        one = csp.var(f"{stage}.shared.bytes_per_version", 0, hi)
+        one = csp.var(f"{stage}.shared.bytes_per_stage", 0, hi)
         csp.add(Sum(one, tuple(shared_bytes)))
-        total = csp.var(f"{stage}.shared.bytes", 0, 2 * hi, doc="shared memory per block")
-        csp.add(Prod(total, (one, versions)))
+        total = csp.var(
+            f"{stage}.shared.bytes", 0, max(choices) * hi, doc="shared memory per block"
+        )
+        csp.add(Prod(total, (one, stages)))
         level = ctx.target.memory_level("shared")
         if level is not None:
             csp.add(Le(total, level.capacity_bytes))
@@ -286,7 +355,68 @@ class TensorCoreTiling(Rule):
             "pragma_auto_unroll_max_step",
             Choice(unroll, steps),
         )
-        ctx.step("annotate", Sym(block_loop.sym), "pragma_unroll_explicit", 0)
+        ctx.step(
+            "annotate", Sym(block_loop.sym), "pragma_unroll_explicit", st.extra["unroll_explicit"]
+        )
+
+    def _split_reduction(self, ctx: RuleContext, stage: str, match: IntrinsicMatch) -> str | None:
+        """The split-K knob of ``stage`` and the ``split_k`` step, or None where split-K is
+        not offered (a reduction of fewer than two intrinsic steps, more than one reduction
+        axis, or an operand computed by another stage)."""
+        st = ctx.states[stage]
+        reduce = [ax for ax in st.stage.axes if ax.kind == "R"]
+        k = match.intrinsic.k
+        if (
+            len(reduce) != 1
+            or st.stage.axes[-1] is not reduce[0]
+            or not isinstance(reduce[0].extent, int)
+            or reduce[0].extent // k < 2
+            or ctx.dag.producers(stage)
+        ):
+            return None
+        steps = reduce[0].extent // k
+        options = tuple(f for f in self.split_k if steps % f == 0 and f <= ctx.target.cores)
+        if options == (1,) or not options:
+            return None
+        csp = ctx.csp
+        split = csp.var(
+            f"{stage}.split_k",
+            1,
+            max(options),
+            knob=True,
+            doc="split-K: thread blocks sharing the reduction (partial sums + a second kernel)",
+        )
+        csp.add(In(split, options))
+        # the reduction left to one block; its tiling levels are still divisors of K
+        per_split = csp.var(f"{stage}.{reduce[0].name}.per_split", k, reduce[0].extent)
+        csp.add(Prod(reduce[0].extent, (split, per_split)))
+        block = ctx.block(stage)
+        names = [f"{stage}.{a.name}" for a in st.stage.axes]
+        syms = ctx.step(
+            "split_k", block, Ref(split), outs=[f"b_{stage}.partial", f"b_{stage}.sum", *names]
+        )
+        st.block = syms[0]
+        st.extra["split_k"] = (split, syms[1])
+        st.loops = [
+            Loop(sym.name, a.name, a.kind, per_split if a.kind == "R" else a.extent)
+            for sym, a in zip(syms[2:], st.stage.axes, strict=True)
+        ]
+        st.extra["split_k_divisors"] = divisors(reduce[0].extent)
+        return split
+
+    def _limit_split_grid(self, ctx: RuleContext, stage: str, split: str, blocks: Operand) -> None:
+        """A split (factor > 1) keeps ``blocks · split_k`` within :attr:`split_k_waves` waves
+        of one block per SM: SELECT picks the cap by the factor (none for factor 1)."""
+        csp = ctx.csp
+        most = _upper(csp, blocks)
+        top = csp.vars[split].hi
+        grid = csp.var(f"{stage}.split_k.grid", 1, most * top, doc="blocks of the split stage")
+        csp.add(Prod(grid, (blocks, split)))
+        limit = self.split_k_waves * ctx.target.cores
+        cap = csp.var(f"{stage}.split_k.grid_cap", 1, max(most * top, limit))
+        caps = tuple(max(most * top, limit) if f <= 1 else limit for f in range(top + 1))
+        csp.add(Select(cap, split, caps))
+        csp.add(Le(grid, cap))
 
     @staticmethod
     def _fuse_level(ctx: RuleContext, stage: str, level: str, name: str) -> Loop:
@@ -400,9 +530,11 @@ class ApplyTensorCore(Rule):
         (a_frag, _, _), (b_frag, _, _) = st.cached_reads[0], st.cached_reads[1]
         a_dims = (match.a.axes.index(match.m_axis), match.a.axes.index(match.k_axis))
         b_dims = (match.b.axes.index(match.n_axis), match.b.axes.index(match.k_axis))
+        # counted from the end: a split-K partial-sum buffer has a leading split dimension
+        rank = len(st.stage.write.axes)
         c_dims = (
-            st.stage.write.axes.index(match.m_axis),
-            st.stage.write.axes.index(match.n_axis),
+            st.stage.write.axes.index(match.m_axis) - rank,
+            st.stage.write.axes.index(match.n_axis) - rank,
         )
         ctx.step("tensorize_tile", a_frag, wm, k, member("load_a"), *a_dims)
         ctx.step("tensorize_tile", b_frag, wn, k, member("load_b"), *b_dims)

@@ -801,8 +801,9 @@ cuda = types.SimpleNamespace(
 class _Kernel:
     max_dynamic_shared_size_bytes = 0
 
-    def __init__(self, kind):
+    def __init__(self, kind, name=""):
         self.kind = kind
+        self.name = name
 
     def __call__(self, grid, block, args, shared_mem=0):
         if shared_mem > 48 * 1024 and self.max_dynamic_shared_size_bytes < shared_mem:
@@ -810,6 +811,16 @@ class _Kernel:
         if self.kind == "poison":
             _state["poisoned"] = True
             raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access")
+        if self.kind == "splitk":  # grid.y partial sums into a byte workspace, then their sum
+            if self.name == "main_kernel":
+                ws, a, b = args
+                parts = ws.view(np.float32).reshape(grid[1], a.shape[0], b.shape[0])
+                for s, (x, w) in enumerate(zip(np.split(a, grid[1], 1), np.split(b, grid[1], 1))):
+                    parts[s] = x.astype(np.float32) @ w.astype(np.float32).T
+            else:
+                c, ws = args
+                c[...] = ws.view(np.float32).reshape(-1, *c.shape).sum(0)
+            return
         c, a, b = args
         if self.kind == "gemm":
             c[...] = a.astype(np.float32) @ b.astype(np.float32).T
@@ -825,7 +836,7 @@ class RawModule:
     def get_function(self, name):
         if self.kind == "reject":
             raise RuntimeError("CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel image is available")
-        return _Kernel(self.kind)
+        return _Kernel(self.kind, name)
 '''
 
 
@@ -870,6 +881,49 @@ def test_gpu_path_with_a_numpy_imitation_of_cupy(tmp_path: Path) -> None:
     s = import_results(bundle, tmp_path / "records.sqlite")
     assert (s.imported, s.failed) == (6, {"wrong_result": 1, "run": 1, "crash": 1})
     assert s.best["wk_gemm"][1] in ("cand_0000", "cand_0004", "cand_0005")
+
+
+def _split_k_manifest(split: int, ws_bytes: int | None = None) -> dict:
+    """Two launches sharing a workspace of ``split`` fp32 partial sums (a split-K candidate)."""
+    ws = {"name": "C.rf", "shape": [split * M * N], "dtype": "float32"}
+    ws["bytes"] = ws_bytes if ws_bytes is not None else split * M * N * 4
+    manifest = _manifest(args=[None, 0, 1])
+    manifest["launches"][0].update(grid=[4, split, 1], workspaces=[ws, None, None])
+    manifest["launches"].append(
+        {
+            "kernel": "main_kernel_1",
+            "grid": [M * N // 128, 1, 1],
+            "block": [128, 1, 1],
+            "dynamic_shared_bytes": 0,
+            "args": [2, None],
+            "workspaces": [None, ws],
+        }
+    )
+    manifest["kernels"]["main_kernel_1"] = dict(manifest["kernels"]["main_kernel"])
+    return manifest
+
+
+def test_gpu_path_allocates_split_k_workspaces(tmp_path: Path) -> None:
+    """A split-K candidate's launches get one shared workspace (by name) beside the parameters
+    and its output is checked like any other; a workspace of the wrong size is rejected before
+    anything runs."""
+    fake = tmp_path / "fake" / "cupy"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(FAKE_CUPY)
+    cands = _candidates(tmp_path, 2)
+    for cand in cands:
+        (Path(cand["artifact_dir"]) / "kernel.cubin").write_bytes(b"FAKE:splitk")
+    cands[0]["manifest"] = _split_k_manifest(4)
+    cands[1]["manifest"] = _split_k_manifest(4, ws_bytes=12)
+    bundle = write_bundle(tmp_path / "bundle", [_workload()], cands, repeat=3, warmup=1)
+    env = {"PYTHONPATH": str(fake.parent), "PATH": str(tmp_path / "no-bin")}
+    proc = _run_script(bundle, env=env)
+    assert proc.returncode == 0, proc.stderr
+    c = json.loads((bundle / "results.json").read_text())["candidates"]
+    assert c["cand_0000"]["error_kind"] is None and c["cand_0000"]["max_abs_err"] < 1e-3
+    assert c["cand_0001"]["error_kind"] == "run"
+    assert "invalid candidate" in c["cand_0001"]["error_msg"]
+    assert "workspace" in c["cand_0001"]["error_msg"]
 
 
 def _torch_version() -> str | None:

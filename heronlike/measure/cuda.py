@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -35,6 +36,8 @@ from heronlike.measure.runner import short_error
 
 __all__ = [
     "build_cuda",
+    "cuobjdump_path",
+    "sass_opcodes",
     "cuda_arch_supported",
     "launch_manifest",
     "nvcc_version",
@@ -157,6 +160,47 @@ def _compile_cubin(
     return out.returncode, out.stdout + out.stderr
 
 
+def cuobjdump_path() -> str | None:
+    """``cuobjdump`` on ``PATH``, else the one of the ``nvidia-cuda-cuobjdump`` wheel in this
+    Python's environment (it needs ``nvdisasm`` beside it: ``nvidia-cuda-nvdisasm``), else
+    ``None``."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    import sysconfig
+
+    for sub in ("cu13", "cu12", "cuda_cuobjdump"):
+        path = os.path.join(sysconfig.get_paths()["purelib"], "nvidia", sub, "bin", "cuobjdump")
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def sass_opcodes(cubin: str | os.PathLike[str]) -> dict[str, int] | None:
+    """How many times each SASS opcode occurs in ``cubin`` (``cuobjdump -sass``), by its
+    mnemonic without modifiers (``LDGSTS.E.BYPASS.128`` counts as ``LDGSTS``, ``HMMA.16816.F32``
+    as ``HMMA``), over every kernel; ``None`` when cuobjdump (or the nvdisasm it runs) is
+    missing or fails."""
+    tool = cuobjdump_path()
+    if tool is None:
+        return None
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(tool) + os.pathsep + env.get("PATH", "")
+    try:
+        out = subprocess.run(
+            [tool, "-sass", os.fspath(cubin)], capture_output=True, text=True, env=env, timeout=120
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    counts: dict[str, int] = {}
+    pattern = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)"
+    for match in re.finditer(pattern, out.stdout):
+        counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    return counts
+
+
 # ------------------------------------------------------------------------------------------------
 # launch manifest (host side of the lowered module)
 
@@ -228,6 +272,17 @@ def _param_index(expr: Any, defs: dict[Any, Any], args_var: Any, depth: int = 0)
     return None
 
 
+def _workspace(expr: Any, buffers: list[tuple[Any, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The host-allocated global buffer whose data the kernel argument ``expr`` is, if any."""
+    if not buffers:
+        return None
+    for node in _walk(expr):
+        for buf, info in buffers:
+            if node.same_as(buf) if hasattr(node, "same_as") else False:
+                return dict(info)
+    return None
+
+
 def launch_manifest(mod: Any, target: Any) -> list[dict[str, Any]]:
     """The kernel launches of ``mod``'s host code, in launch order.
 
@@ -242,10 +297,14 @@ def launch_manifest(mod: Any, target: Any) -> list[dict[str, Any]]:
 
     Returns:
         One dict per launch: ``{"kernel": name, "grid": [x, y, z], "block": [x, y, z],
-        "dynamic_shared_bytes": int (bytes per block, 0 if none), "args": [i, ...]}``, where
-        ``args[n]`` is the index into ``main``'s parameters of the kernel's ``n``-th argument
-        (``None`` for an argument that is no parameter, e.g. a scalar or a host-allocated
-        workspace).
+        "dynamic_shared_bytes": int (bytes per block, 0 if none), "args": [i, ...],
+        "workspaces": [w, ...]}``, where ``args[n]`` is the index into ``main``'s parameters
+        of the kernel's ``n``-th argument (``None`` for an argument that is no parameter, e.g.
+        a scalar or a host-allocated workspace) and ``workspaces[n]`` describes a global
+        buffer the host code allocates for the launches (a split-K partial-sum buffer) when
+        that argument is one: ``{"name", "shape", "dtype", "bytes"}`` (the same name in every
+        launch that takes it), else ``None``. A runner without TVM allocates each named
+        workspace once per candidate; no launch relies on its initial contents.
 
     Raises:
         ValueError: a launch dimension or the dynamic shared memory size is not a constant.
@@ -268,6 +327,15 @@ def launch_manifest(mod: Any, target: Any) -> list[dict[str, Any]]:
         args_var = func.params[1] if len(func.params) > 1 else None
         nodes = list(_walk(func.body))
         defs: dict[Any, Any] = {}
+        # global buffers the host allocates (TVMBackendAllocWorkspace once lowered)
+        buffers: list[tuple[Any, dict[str, Any]]] = []
+        for node in nodes:
+            if isinstance(node, tvm.tirx.AllocBuffer) and node.buffer.scope() in ("", "global"):
+                buf = node.buffer
+                shape = [int(d) for d in buf.shape]
+                nbytes = math.prod(shape) * tvm.runtime.DataType(str(buf.dtype)).bits // 8
+                info = {"name": str(buf.name), "shape": shape, "dtype": str(buf.dtype)}
+                buffers.append((buf, {**info, "bytes": nbytes}))
         for node in nodes:
             if isinstance(node, tvm.tirx.Bind | tvm.tirx.LetStmt):
                 defs[node.var] = node.value
@@ -300,6 +368,7 @@ def launch_manifest(mod: Any, target: Any) -> list[dict[str, Any]]:
                     "block": block,
                     "dynamic_shared_bytes": dyn,
                     "args": [_param_index(a, defs, args_var) for a in kernel_args],
+                    "workspaces": [_workspace(a, buffers) for a in kernel_args],
                 }
             )
     return launches

@@ -533,7 +533,15 @@ def check_manifest(manifest: dict[str, Any], workload: dict[str, Any]) -> str | 
                 return f"launch {j}: more than 1024 threads per block"
             if int(launch.get("dynamic_shared_bytes", 0)) < 0:
                 return f"launch {j}: negative dynamic_shared_bytes"
-            for a in launch["args"]:
+            spaces = launch.get("workspaces") or [None] * len(launch["args"])
+            if len(spaces) != len(launch["args"]):
+                return f"launch {j}: {len(spaces)} workspace entries for {len(launch['args'])} args"
+            for a, ws in zip(launch["args"], spaces):
+                if a is None and ws is not None:
+                    why = check_workspace(ws)
+                    if why:
+                        return f"launch {j}: workspace argument: {why}"
+                    continue
                 if not isinstance(a, int) or not 0 <= a < len(params):
                     return f"launch {j}: argument {a!r} is not a parameter index"
                 used.add(a)
@@ -542,6 +550,22 @@ def check_manifest(manifest: dict[str, Any], workload: dict[str, Any]) -> str | 
             return f"no launch takes parameter(s) {missing}"
     except (KeyError, TypeError, ValueError) as exc:
         return f"malformed manifest: {type(exc).__name__}: {exc}"
+    return None
+
+
+def check_workspace(ws: Any) -> str | None:
+    """What is wrong with a launch's workspace entry (``{"name", "shape", "dtype", "bytes"}``:
+    a global buffer the launches share, e.g. split-K partial sums), or ``None``."""
+    try:
+        if not isinstance(ws["name"], str) or not ws["name"]:
+            return "no name"
+        shape = [int(d) for d in ws["shape"]]
+        nbytes = int(ws["bytes"])
+        itemsize = storage_dtype(str(ws["dtype"])).itemsize
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"malformed: {type(exc).__name__}: {exc}"
+    if min(shape, default=1) < 0 or nbytes != math.prod(shape) * itemsize:
+        return f"{ws['name']}: {nbytes} bytes for shape {shape} of {ws['dtype']}"
     return None
 
 
@@ -723,6 +747,7 @@ class GpuBackend:
                     bufs.append(self._pristine[i].copy())
                 elif p["role"] == "scratch":
                     self._fills[i] = cp.zeros(tuple(p["shape"]), dtype=storage_dtype(p["dtype"]))
+                    bufs.append(self._fills[i].copy())
                 else:
                     self._fills[i] = cp.asarray(output_fill(self.workload, i))
                     bufs.append(self._fills[i].copy())
@@ -809,6 +834,9 @@ class GpuBackend:
                 )
             notes.append(f"the driver rejected {CUBIN} ({err}); ran {SOURCE} rebuilt for {arch}")
         calls = []
+        # global buffers the launches share (split-K partial sums), by name: each launch that
+        # reads one runs after the one that writes all of it, so they start uninitialised
+        workspaces: dict[str, Any] = {}
         try:
             bufs = self._setup_buffers()
             for launch in launches:
@@ -816,7 +844,17 @@ class GpuBackend:
                 shared = int(launch.get("dynamic_shared_bytes", 0))
                 if shared > DEFAULT_SHARED_LIMIT:
                     fn.max_dynamic_shared_size_bytes = shared
-                args = tuple(bufs[int(a)] for a in launch["args"])
+                spaces = launch.get("workspaces") or [None] * len(launch["args"])
+                argv: list[Any] = []
+                for a, ws in zip(launch["args"], spaces):
+                    if a is None:
+                        name = str(ws["name"])
+                        if name not in workspaces:
+                            workspaces[name] = cp.empty(max(1, int(ws["bytes"])), dtype=cp.uint8)
+                        argv.append(workspaces[name])
+                    else:
+                        argv.append(bufs[int(a)])
+                args = tuple(argv)
                 grid = tuple(int(d) for d in launch["grid"])
                 block = tuple(int(d) for d in launch["block"])
                 calls.append((fn, grid, block, args, shared))
