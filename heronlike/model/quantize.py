@@ -243,8 +243,7 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 return call
             bb, x = self.builder_, call.args[0]
             lowered.append(kind)
-            s = relax.const(np.float32(scale.reshape(())), "float32")
-            z = relax.const(np.float32(zp.reshape(())), "float32")
+            s, z = (_layer_constant(v, "float32", x) for v in (scale, zp))
             out_dtype = str(call.attrs.out_dtype)
             if kind == "relax.dequantize":
                 x = bb.emit(relax.op.astype(x, "float32"))
@@ -444,14 +443,14 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
                 y = bb.emit(relax.op.add(y, relax.const(fb, "float32")))
             if clip is not None:  # monotone: before rounding, as the float model does
                 lo, hi = clip[0] / s_y, clip[1] / s_y
-                y = bb.emit(relax.op.maximum(y, relax.const(np.float32(lo), "float32")))
+                y = bb.emit(relax.op.maximum(y, _layer_constant(lo, "float32", y)))
                 if np.isfinite(hi):
-                    y = bb.emit(relax.op.minimum(y, relax.const(np.float32(hi), "float32")))
+                    y = bb.emit(relax.op.minimum(y, _layer_constant(hi, "float32", y)))
             # quantize(y, 1, z_y) spelt out in element-wise operators (round half to even,
             # as TVM's quantize and ONNX's QuantizeLinear), which ConvertLayout passes through
             # and FuseOps fuses into the layer's stage
             y = bb.emit(relax.op.round(y))
-            y = bb.emit(relax.op.add(y, relax.const(np.float32(out_zp.reshape(())), "float32")))
+            y = bb.emit(relax.op.add(y, _layer_constant(out_zp, "float32", y)))
             return _saturate(bb, y, out_dtype)
 
         def accumulate(
@@ -502,6 +501,17 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
     if not report.rewritten and not lowered:
         return mod, report  # not a quantized model
     return relax.transform.DeadCodeElimination()(builder.get()), report
+
+
+def _layer_constant(value: Any, dtype: str, like: relax.Expr) -> relax.Constant:
+    """A per-tensor scale, zero point or bound (one number) as a constant of ``like``'s rank
+    and shape ``(1, ..., 1)``, not a scalar: Relax's legalization inlines a scalar constant
+    into the kernel as an immediate, so layers that differ only in their scales would become
+    structurally different kernels, each a task of its own (BERT-base: 173 tasks, not 14);
+    as a tensor it is a parameter of the fused kernel and those layers share one task."""
+    ndim = max(int(like.ty.ndim), 0)
+    array = np.asarray(value, dtype=dtype).reshape((1,) * ndim)
+    return relax.const(array, dtype)
 
 
 def _saturate(bb: relax.BlockBuilder, y: relax.Expr, dtype: str) -> relax.Expr:
