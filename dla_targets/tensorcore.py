@@ -26,7 +26,8 @@ loaded as a column-major fragment: no weight packing.
 
 Memory: 255 registers per thread, 64 K registers per block and per SM, shared memory as
 above. Kernels are compiled to cubins by nvcc on this host (no GPU needed) and measured by a
-runner that can reach a GPU: the TVM runtime on a local GPU, TVM RPC, or an offline bundle run
+runner that can reach a GPU: the TVM runtime on a local GPU, CuPy on a local GPU (PyPI's TVM
+has no CUDA runtime; :mod:`heronlike.measure.cupy_runner`), TVM RPC, or an offline bundle run
 on a GPU machine without TVM (:mod:`heronlike.measure.bundle`).
 """
 
@@ -282,21 +283,43 @@ class TensorCoreTarget(DLATarget):
         return LocalBuilder(timeout_s=timeout_s, build_fn=build_cuda, suffix=".cuda")
 
     def make_runner(self, *, timeout_s: float = 30.0, **evaluator: Any) -> Any:
-        """The runner named by ``HERONLIKE_RUNNER`` (``rpc://host:port/key``), else the TVM
-        runtime on this machine's GPU (which needs a GPU and TVM built with CUDA)."""
+        """The runner that times this target's candidates, first that applies:
+
+        1. the one ``HERONLIKE_RUNNER`` names (``rpc://host:port/key``, ``cupy``,
+           ``cupy+standin``; :func:`heronlike.measure.rpc.runner_from_spec`);
+        2. the TVM runtime on this machine's GPU, when TVM is built with CUDA and sees one;
+        3. this machine's GPU through CuPy (:class:`~heronlike.measure.cupy_runner.CupyRunner`:
+           each batch is a bundle run by ``run_bundle.py``), when a subprocess finds CuPy
+           importable and a GPU visible (:func:`~heronlike.measure.cupy_runner.gpu_probe`;
+           this process never initialises CUDA).
+
+        ``timeout_s`` is the seconds one candidate may run; ``evaluator`` the timing settings
+        (``number``, ``repeat``, ``min_repeat_ms``).
+
+        Raises:
+            HostFeatureError: none applies; the message names ``pip install
+                "heronlike[cuda]"``, remote runners and offline bundles.
+            RunnerSpecError: ``HERONLIKE_RUNNER`` is malformed.
+        """
         from heronlike.measure import LocalRunner
+        from heronlike.measure import cupy_runner as cupy
         from heronlike.measure.rpc import runner_from_spec, runner_spec_from_env
 
         spec = runner_spec_from_env()
         if spec:
             return runner_from_spec(spec, timeout_s=timeout_s, **evaluator)
-        if not _local_gpu():
-            raise HostFeatureError(
-                "no CUDA GPU is visible to TVM on this machine: measure remotely with "
-                "--runner rpc://HOST:PORT/KEY (or HERONLIKE_RUNNER), or tune round by round "
-                "through offline bundles with --bundle DIR (see the README)"
-            )
-        return LocalRunner(num_threads=1, timeout_s=timeout_s, **evaluator)
+        if _local_gpu():
+            return LocalRunner(num_threads=1, timeout_s=timeout_s, **evaluator)
+        probe = cupy.gpu_probe()
+        if probe.devices > 0:
+            return cupy.CupyRunner(timeout_s=timeout_s, **evaluator)
+        raise HostFeatureError(
+            f"no CUDA GPU to measure on: TVM's runtime sees none here (PyPI's apache-tvm has no "
+            f"CUDA runtime) and {probe.reason}. "
+            f"On a GPU machine: {cupy.INSTALL_HINT}; or measure remotely with "
+            "--runner rpc://HOST:PORT/KEY (or HERONLIKE_RUNNER), or tune round by round "
+            "through offline bundles with --bundle DIR (see docs/tensorcore.md)"
+        )
 
     def peak_ops_per_s(self) -> float | None:
         return None

@@ -53,6 +53,7 @@ _LAZY = {
     "tune": ("heronlike.tuning", "tune"),
     "TuneResult": ("heronlike.tuning", "TuneResult"),
     "Finalist": ("heronlike.tuning", "Finalist"),
+    "NoResult": ("heronlike.tuning", "NoResult"),
     "apply_best": ("heronlike.tuning", "apply_best"),
     "Records": ("heronlike.records", "Records"),
     "get_target": ("heronlike.target", "get_target"),

@@ -137,7 +137,8 @@ def main() -> None:
 @click.option(
     "--runner",
     default=None,
-    help="where candidates run: rpc://HOST:PORT/KEY (TVM RPC tracker) [default: the "
+    help="where candidates run: rpc://HOST:PORT/KEY (TVM RPC tracker), cupy (this machine's "
+    "GPU through CuPy), cupy+standin (launches nothing; tests) [default: the "
     "target's; HERONLIKE_RUNNER]",
 )
 @click.option(

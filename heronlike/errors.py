@@ -104,8 +104,8 @@ class UnknownExplorerError(HeronlikeError, ValueError):
 
 
 class RunnerSpecError(HeronlikeError, ValueError):
-    """A runner spec string (e.g. ``HERONLIKE_RUNNER``) is malformed; the expected form is
-    ``rpc://HOST:PORT/KEY``."""
+    """A runner spec string (e.g. ``HERONLIKE_RUNNER``) is malformed; the expected forms are
+    ``rpc://HOST:PORT/KEY``, ``cupy`` and ``cupy+standin``."""
 
 
 class BundleError(HeronlikeError, ValueError):

@@ -24,6 +24,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from .explore.base import Explorer, Observation
 from .kernel import BuiltKernel
 from .measure import Builder, Runner
 from .measure.check import compare
+from .measure.kinds import ErrorKind
 from .measure.measurer import (
     FinalMeasurement,
     HardwareMeasurer,
@@ -53,6 +55,7 @@ __all__ = [
     "DEFAULT_RECORDS",
     "EvaluatorConfig",
     "Finalist",
+    "NoResult",
     "TuneProgress",
     "TuneResult",
     "TuningSession",
@@ -124,6 +127,19 @@ class TuneProgress:
     elapsed_s: float
 
 
+class NoResult(StrEnum):
+    """Why a :class:`TuneResult` has no kernel (its ``latency_s`` is ``None``).
+
+    ``NO_VALID_CANDIDATE``: no trial built, ran and computed the right result.
+    ``STANDIN_ONLY``: nothing was measured: every candidate that ran went to a stand-in
+    (``run_bundle.py --standin``, runner spec ``cupy+standin``), which launches nothing and
+    gives no latency; a stand-in's fake numbers are never taken as measurements.
+    """
+
+    NO_VALID_CANDIDATE = "no_valid_candidate"
+    STANDIN_ONLY = "standin_only"
+
+
 @dataclass(frozen=True)
 class Finalist:
     """One of the fastest candidates of a tune, re-measured at its finish.
@@ -189,6 +205,8 @@ class TuneResult:
         simulated: the trials were replayed from records (simulation mode), not measured.
         explorer_stats: the explorer's counters (:meth:`Explorer.stats`), e.g. OpEvo's invalid
             walks or the GA's invalid children.
+        no_result: why there is no kernel (:class:`NoResult`) when ``latency_s`` is ``None``;
+            ``None`` otherwise.
     """
 
     latency_s: float | None
@@ -217,6 +235,7 @@ class TuneResult:
     explorer_stats: dict[str, int] = field(default_factory=dict)
     foreign_trials: int = 0
     finalists: list[Finalist] = field(default_factory=list)
+    no_result: NoResult | None = None
 
     def summary(self) -> str:
         """A few human-readable lines."""
@@ -229,7 +248,12 @@ class TuneResult:
                 else ""
             ),
         ]
-        if self.latency_s is None:
+        if self.no_result == NoResult.STANDIN_ONLY:
+            lines.append(
+                "no valid candidate: nothing was measured (every candidate that ran went to a "
+                "stand-in, which launches nothing)"
+            )
+        elif self.latency_s is None:
             lines.append("no valid candidate")
         else:
             lines.append(
@@ -395,6 +419,7 @@ class TuningSession:
                 self.data.rtol,
                 device=tgt.device,
                 build_options=tgt.build_options(),
+                workload=_runner_workload(space, seed),
             )
         self.done = len(self.history)
         self._pending_others: list[TrialRecord] = []
@@ -596,6 +621,7 @@ class TuningSession:
             importance=_importance(self.explorer),
             simulated=self.simulated,
             explorer_stats=self.explorer.stats(),
+            no_result=_no_result(result["latency_s"], self.errors),
         )
         self.close()
         return out
@@ -613,6 +639,16 @@ class TuningSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _no_result(latency_s: float | None, errors: Mapping[str, int]) -> NoResult | None:
+    """Why a tune has no kernel (``None`` when it has one): a stand-in's trials have no
+    latency, so a tune whose runs all went to one measured nothing."""
+    if latency_s is not None:
+        return None
+    if errors.get(ErrorKind.STANDIN, 0) > 0:
+        return NoResult.STANDIN_ONLY
+    return NoResult.NO_VALID_CANDIDATE
 
 
 def _warn_foreign(db: Records, foreign: list[TrialRecord], versions: Mapping[str, str]) -> None:
@@ -650,6 +686,25 @@ def _runner(tgt: DLATarget, runner: Runner | str | None, ev: EvaluatorConfig) ->
 
         return runner_from_spec(runner, timeout_s=ev.run_timeout_s, **timing)
     return runner
+
+
+def _runner_workload(space: Space, seed: int) -> dict[str, Any] | None:
+    """The workload of ``space`` as a runner without TVM needs it (the bundle workload dict of
+    :func:`heronlike.offline.workload_entry`, inputs drawn from ``seed``), or ``None`` when the
+    compute has no reference such a runner computes (no einsum or convolution) or a kernel
+    parameter is not its logical one zero-padded (a packed layout)."""
+    from .errors import BundleError
+    from .offline import workload_entry
+
+    try:
+        entry = workload_entry(space, seed)
+    except (BundleError, ValueError):
+        return None
+    for p in entry["params"]:
+        shape, logical = p["shape"], p["logical_shape"]
+        if len(shape) != len(logical) or any(s < d for s, d in zip(shape, logical)):
+            return None
+    return entry
 
 
 def _replay_history(

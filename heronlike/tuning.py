@@ -20,6 +20,7 @@ from .session import (
     DEFAULT_RECORDS,
     EvaluatorConfig,
     Finalist,
+    NoResult,
     TuneProgress,
     TuneResult,
     TuningSession,
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_RECORDS",
     "EvaluatorConfig",
     "Finalist",
+    "NoResult",
     "TuneProgress",
     "TuneResult",
     "TuningSession",
@@ -99,7 +101,8 @@ def tune(
             measured fail as ``"not_recorded"``. ``records`` then defaults to an in-memory
             database, so every simulated tune starts from nothing; the result has no kernel.
         runner: the :class:`~heronlike.measure.Runner` that times candidates, or a runner
-            spec (``"rpc://HOST:PORT/KEY"``, :func:`heronlike.measure.rpc.runner_from_spec`);
+            spec (``"rpc://HOST:PORT/KEY"``, ``"cupy"``,
+            :func:`heronlike.measure.rpc.runner_from_spec`);
             default: the target's (``target.make_runner``, which reads ``HERONLIKE_RUNNER``
             where the target supports remote devices). For a GPU this machine cannot reach,
             tune round by round through offline bundles instead (:mod:`heronlike.offline`).

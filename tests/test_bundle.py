@@ -498,7 +498,29 @@ def test_bundle_runner_command_failure_is_data(tmp_path: Path) -> None:
     assert res.error_kind == "run" and "exited with status 3" in res.error_msg
     assert not (tmp_path / "work" / "bundle_0000").exists()
     with pytest.raises(BundleError):
-        BundleRunner(tmp_path / "w2", None, None)
+        BundleRunner(tmp_path / "w2", None, {"workload_key": "wk"})  # malformed
+
+
+def test_bundle_runner_takes_each_inputs_workload(tmp_path: Path) -> None:
+    """Inputs carry their workload (``RunInput.workload``, as the tune loop passes it): one
+    bundle holds the workloads of a batch; an input without one, when the runner has none
+    either, or with a malformed one, fails alone as ``"run"``."""
+    folders = [Path(c["artifact_dir"]) for c in _candidates(tmp_path, 2)]
+    runner = BundleRunner(tmp_path / "work", None, None, repeat=2, script_args=["--standin"])
+    inputs = [
+        RunInput(str(folders[0]), "unused.npz", None, workload=_workload("wk_a", seed=1)),
+        RunInput(str(folders[1]), "unused.npz", None, workload=_workload("wk_b", seed=2)),
+        RunInput(str(folders[0]), "unused.npz", None),
+        RunInput(str(folders[1]), "unused.npz", None, workload={"workload_key": "bad"}),
+    ]
+    out = runner.run(inputs)
+    assert [r.error_kind for r in out] == ["standin", "standin", "run", "run"]
+    assert all(r.latency_s is None for r in out)
+    assert "no workload" in out[2].error_msg and "bad" in out[3].error_msg
+    bundle = load_bundle(runner.last_bundle)
+    assert [w["workload_key"] for w in bundle["workloads"]] == ["wk_a", "wk_b"]
+    assert [w["seed"] for w in bundle["workloads"]] == [1, 2]
+    assert [c["workload_key"] for c in bundle["candidates"]] == ["wk_a", "wk_b"]
 
 
 # -- the script's data and reference functions -------------------------------------------------

@@ -476,22 +476,32 @@ class BundleRunner:
     copies ``results.json`` back; ``[sys.executable, script, "--standin"]`` gives a stand-in.
 
     Each :class:`RunInput` maps to a candidate: ``artifact_path`` is the builder's candidate
-    folder (``kernel.cubin``, ``kernel.cu``, ``manifest.json``) and ``info`` its manifest
-    (used when it has ``launches``, else ``manifest.json`` is read). ``args_path``,
-    ``expected_path``, ``rtol`` and ``device`` are not used: the GPU side draws the inputs from
-    ``workload["seed"]``, computes the reference and checks with the workload's rtol/atol.
+    folder (``kernel.cubin``, ``kernel.cu``, ``manifest.json``), ``info`` its manifest
+    (used when it has ``launches``, else ``manifest.json`` is read) and ``workload`` the
+    workload it computes (see :func:`write_bundle`; the tune loop passes it with every
+    candidate, :attr:`RunInput.workload`), else the runner's own ``workload``. Inputs of
+    several workloads go into one bundle. ``args_path``, ``expected_path``, ``rtol`` and
+    ``device`` are not used: the GPU side draws the inputs from ``workload["seed"]``, computes
+    the reference and checks with the workload's rtol/atol.
 
-    Never raises for a bad candidate: a missing artifact, a command that fails or times out,
-    or a result that is missing become ``RunResult``s with error kind ``"run"``.
+    Never raises for a bad candidate: a missing artifact or workload, a malformed workload, a
+    command that fails or times out, or a result that is missing become ``RunResult``s with
+    error kind ``"run"``.
 
     Args:
         work_dir: where the bundles are written (kept unless ``keep=False``).
         command: the command prefix; ``None`` runs the bundled script with this Python.
-        workload: the workload dict every input belongs to (see :func:`write_bundle`).
+        workload: the workload dict of inputs that carry none (see :func:`write_bundle`);
+            ``None``: every input must carry its own.
         number, repeat, warmup, flush_l2_bytes, timeout_s: the timing policy.
         baselines: also time PyTorch (off by default: a tune does not need it every batch).
         command_timeout_s: wall-clock limit of the whole command; ``None``: none.
         keep: keep each bundle folder after reading its results.
+        script_args: options of the bundled ``run_bundle.py`` when ``command`` is ``None``
+            (e.g. ``["--standin"]``); the bundle folder comes after them.
+
+    Raises:
+        BundleError: a malformed ``workload``.
     """
 
     def __init__(
@@ -508,12 +518,11 @@ class BundleRunner:
         baselines: bool = False,
         command_timeout_s: float | None = None,
         keep: bool = True,
+        script_args: Sequence[str] = (),
     ) -> None:
-        if workload is None:
-            raise BundleError("BundleRunner needs the workload its candidates belong to")
         self.work_dir = Path(work_dir)
         self.command = list(command) if command is not None else None
-        self.workload = _normalise_workload(workload)
+        self.workload = _normalise_workload(workload) if workload is not None else None
         self.number = int(number)
         self.repeat = int(repeat)
         self.warmup = int(warmup)
@@ -522,6 +531,7 @@ class BundleRunner:
         self.baselines = bool(baselines)
         self.command_timeout_s = command_timeout_s
         self.keep = keep
+        self.script_args = [str(a) for a in script_args]
         self._batch = 0
         self.last_bundle: Path | None = None
         self.last_output: str = ""
@@ -541,6 +551,7 @@ class BundleRunner:
         results: list[RunResult | None] = [None] * len(inputs)
         cands = []
         ids: dict[int, str] = {}
+        workloads: dict[str, dict[str, Any]] = {}
         for i, inp in enumerate(inputs):
             folder = Path(inp.artifact_path)
             if not (folder / script.CUBIN).is_file():
@@ -550,11 +561,15 @@ class BundleRunner:
             if manifest is None and not (folder / script.MANIFEST).is_file():
                 results[i] = _failed(f"no manifest: neither run info nor {folder}/manifest.json")
                 continue
+            workload, why = self._workload_of(inp, workloads)
+            if workload is None:
+                results[i] = _failed(why)
+                continue
             ids[i] = f"c{i:04d}"
             cands.append(
                 {
                     "id": ids[i],
-                    "workload_key": self.workload["workload_key"],
+                    "workload_key": workload["workload_key"],
                     "artifact_dir": str(folder),
                     "assignment": {},
                     "build_s": 0.0,
@@ -562,20 +577,47 @@ class BundleRunner:
                 }
             )
         if cands:
-            self._run_bundle(cands, ids, results)
+            self._run_bundle(list(workloads.values()), cands, ids, results)
         out = [r if r is not None else _failed("no result") for r in results]
         for i, r in enumerate(out if on_result is not None else ()):
             on_result(i, r)  # type: ignore[misc]
         return out
 
+    def _workload_of(
+        self, inp: RunInput, seen: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any] | None, str]:
+        """The normalised workload of ``inp`` (added to ``seen`` by key), or ``(None, why)``."""
+        given = inp.workload
+        if given is None:
+            if self.workload is None:
+                return None, (
+                    "no workload: the input carries none (RunInput.workload) and the "
+                    "BundleRunner was given none"
+                )
+            workload = self.workload
+        else:
+            try:
+                workload = _normalise_workload(given)
+            except BundleError as exc:
+                return None, str(exc)
+        key = workload["workload_key"]
+        if key in seen and seen[key] != workload:
+            return None, f"two different workloads with the key {key} in one batch"
+        seen[key] = workload
+        return workload, ""
+
     def _run_bundle(
-        self, cands: list[dict[str, Any]], ids: dict[int, str], out: list[RunResult | None]
+        self,
+        workloads: list[dict[str, Any]],
+        cands: list[dict[str, Any]],
+        ids: dict[int, str],
+        out: list[RunResult | None],
     ) -> None:
         t0 = time.perf_counter()
         try:
             bundle_dir = write_bundle(
                 self._next_dir(),
-                [self.workload],
+                workloads,
                 cands,
                 repeat=self.repeat,
                 warmup=self.warmup,
@@ -590,7 +632,7 @@ class BundleRunner:
             return
         self.last_bundle = bundle_dir
         if self.command is None:
-            cmd = [sys.executable, str(bundle_dir / SCRIPT_NAME)]
+            cmd = [sys.executable, str(bundle_dir / SCRIPT_NAME), *self.script_args]
         else:
             cmd = list(self.command)
         cmd.append(str(bundle_dir))

@@ -29,6 +29,8 @@ class ErrorKind(StrEnum):
     a poison value before every checked call, so a kernel that skips initialising its output
     is caught), ``RPC`` (the connection to a remote device was lost outside the kernel call).
     Simulation mode: ``NOT_RECORDED`` (the replayed records never measured these knob values).
+    Stand-ins: ``STANDIN`` (``run_bundle.py --standin`` validated the candidate and launched
+    nothing: it has no latency; for tests on machines without a GPU).
     """
 
     SCHEDULE = "schedule"
@@ -44,3 +46,4 @@ class ErrorKind(StrEnum):
     WRONG_RESULT = "wrong_result"
     RPC = "rpc"
     NOT_RECORDED = "not_recorded"
+    STANDIN = "standin"

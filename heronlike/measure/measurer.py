@@ -102,6 +102,9 @@ class HardwareMeasurer:
         device: the device every candidate runs on (``target.device``).
         build_options: passed with every candidate to the build function
             (``target.build_options()``).
+        workload: the workload's description for runners without TVM
+            (:attr:`~heronlike.measure.RunInput.workload`), passed with every candidate;
+            ``None`` when the compute has none.
     """
 
     simulated = False
@@ -118,6 +121,7 @@ class HardwareMeasurer:
         rtol: float,
         device: str = "cpu",
         build_options: Mapping[str, Any] | None = None,
+        workload: Mapping[str, Any] | None = None,
     ) -> None:
         self.space = space
         self.tvm_target = tvm_target
@@ -128,12 +132,20 @@ class HardwareMeasurer:
         self.rtol = rtol
         self.device = device
         self.build_options = dict(build_options or {})
+        self.workload = dict(workload) if workload is not None else None
 
     def _run_input(
         self, artifact: str, info: Mapping[str, Any], *, final: bool = False
     ) -> RunInput:
         return RunInput(
-            artifact, self.args_path, self.expected_path, self.rtol, self.device, dict(info), final
+            artifact,
+            self.args_path,
+            self.expected_path,
+            self.rtol,
+            self.device,
+            dict(info),
+            final,
+            self.workload,
         )
 
     def measure(

@@ -77,7 +77,8 @@ __all__ = [
     "runner_spec_from_env",
 ]
 
-#: The environment variable that selects a runner (``rpc://HOST:PORT/KEY``).
+#: The environment variable that selects a runner (``rpc://HOST:PORT/KEY``, ``cupy``,
+#: ``cupy+standin``).
 ENV_RUNNER = "HERONLIKE_RUNNER"
 
 #: A session is renewed before a candidate when less than ``timeout_s`` plus this many seconds
@@ -91,7 +92,10 @@ CONNECT_TIMEOUT_S = 10.0
 FOLDER_LIBRARY = "kernel.so"
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+")
-_SPEC_FORM = "rpc://HOST:PORT/KEY (e.g. rpc://10.0.0.5:9190/h100)"
+_SPEC_FORM = (
+    "rpc://HOST:PORT/KEY (e.g. rpc://10.0.0.5:9190/h100), cupy (this machine's GPU through "
+    "CuPy) or cupy+standin (launches nothing; tests)"
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,18 +150,32 @@ def runner_from_spec(spec: str, **evaluator: Any) -> Runner:
     """Make a runner from a spec string.
 
     ``"rpc://HOST:PORT/KEY"`` gives ``RPCRunner(HOST, PORT, KEY, **evaluator)``; IPv6 hosts go in
-    brackets (``rpc://[::1]:9190/h100``).
+    brackets (``rpc://[::1]:9190/h100``). ``"cupy"`` gives a
+    :class:`~heronlike.measure.cupy_runner.CupyRunner` (this machine's GPU through CuPy, no
+    CUDA-enabled TVM needed) and ``"cupy+standin"`` its stand-in, which launches nothing
+    (every candidate gets error kind ``"standin"`` and no latency; for tests). Case and
+    surrounding blanks do not matter.
 
     Args:
         spec: the spec, e.g. from :func:`runner_spec_from_env`.
         **evaluator: keyword arguments of :class:`RPCRunner` (``number``, ``repeat``,
             ``min_repeat_ms``, ``timeout_s``, ``session_timeout_s``, ``request_timeout_s``,
-            ``priority``).
+            ``priority``) or of :class:`~heronlike.measure.cupy_runner.CupyRunner`
+            (``number``, ``repeat``, ``timeout_s``, ``warmup``, ...; others are ignored).
 
     Raises:
         RunnerSpecError: the spec is malformed or names an unknown scheme (the message names
-            the expected form).
+            the expected forms).
+        HostFeatureError: ``cupy`` when CuPy is not installed here (the message names
+            ``heronlike[cuda]``).
     """
+    if isinstance(spec, str) and spec.strip().lower() in ("cupy", "cupy+standin"):
+        from heronlike.measure.cupy_runner import CUPY_STANDIN_SPEC, CupyRunner, require_cupy
+
+        standin = spec.strip().lower() == CUPY_STANDIN_SPEC
+        if not standin:
+            require_cupy()
+        return CupyRunner(standin=standin, **evaluator)
     host, port, key = _parse_rpc_spec(spec)
     return RPCRunner(host, port, key, **evaluator)
 

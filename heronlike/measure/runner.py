@@ -271,6 +271,11 @@ class RunInput:
         final: True for the end-of-tune re-measurement of the best candidate
             (:meth:`HardwareMeasurer.finish`); a runner that checks outputs only on some trials
             (a simulator's timing-only mode) must check this one.
+        workload: the workload the candidate computes, described for a runner without TVM
+            (the bundle workload dict of :func:`heronlike.offline.workload_entry`: kernel
+            parameters, reference, input seed, tolerances), so such a runner draws the inputs
+            and computes the reference itself; ``None`` when the compute has no such
+            description (no einsum or convolution reference). Runners with TVM ignore it.
     """
 
     artifact_path: str
@@ -280,6 +285,7 @@ class RunInput:
     device: str = "cpu"
     info: Mapping[str, Any] = field(default_factory=dict)
     final: bool = False
+    workload: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
