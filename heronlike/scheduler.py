@@ -192,6 +192,23 @@ class _SharedRunner:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
+    # the timing policy is the inner runner's: a finish raises it for its re-measure
+    @property
+    def number(self) -> int:
+        return self.inner.number
+
+    @number.setter
+    def number(self, value: int) -> None:
+        self.inner.number = value
+
+    @property
+    def repeat(self) -> int:
+        return self.inner.repeat
+
+    @repeat.setter
+    def repeat(self, value: int) -> None:
+        self.inner.repeat = value
+
     def run(self, inputs: Sequence[Any], on_result: Any = None) -> list[Any]:
         return self.inner.run(inputs, on_result=on_result)
 

@@ -54,3 +54,17 @@ def test_finalists_must_be_positive(tmp_path: Path) -> None:
             finalists=0,
             records=tmp_path / "r.sqlite",
         )
+
+
+def test_a_shared_runner_passes_the_finish_timing_policy_on() -> None:
+    """A task scheduler's lane shares one runner between its tasks' sessions; a finish's
+    ``number`` and ``repeat`` must reach that runner (they used to stay on the wrapper, so the
+    finalists were re-measured with the tuning repeats)."""
+    from heronlike.measure import LocalRunner
+    from heronlike.scheduler import _SharedRunner
+
+    inner = LocalRunner(num_threads=1, number=3, repeat=5)
+    shared = _SharedRunner(inner)
+    shared.repeat, shared.number = 20, 10
+    assert (inner.repeat, inner.number) == (20, 10)
+    assert (shared.repeat, shared.number) == (20, 10)

@@ -249,7 +249,8 @@ class HardwareMeasurer:
                 artifacts[i] = self._run_input(str(b.artifact_path), b.info, final=True)
             else:
                 out[i] = FinalMeasurement(None, None, b.error_kind, b.error_msg)
-        self.runner.repeat = max(1, -(-repeat // rounds))
+        policy = (self.runner.number, self.runner.repeat)  # restored after: a shared runner
+        self.runner.repeat = max(1, -(-repeat // rounds))  # goes on timing other tasks' trials
         self.runner.number = max(self.runner.number, 10)
         timings: dict[int, list[float]] = {i: [] for i in artifacts}
         per_round: dict[int, list[float]] = {i: [] for i in artifacts}
@@ -268,6 +269,7 @@ class HardwareMeasurer:
                         correct = False if res.error_kind == ErrorKind.WRONG_RESULT else None
                         out[i] = FinalMeasurement(None, correct, res.error_kind, res.error_msg)
         finally:
+            self.runner.number, self.runner.repeat = policy
             for a in artifacts.values():
                 _remove(a.artifact_path)
         for i, times in timings.items():
