@@ -197,10 +197,15 @@ def layer_agreement(
         want = ort_session(part, 1, reference=True).run(None, sub_feed)[0]
         compiled = hm.compile_model(part, target)
         got = np.asarray(compiled(*(sub_feed[n] for n in [first, *graph_inputs])))
-        row = {"layer": i, "output": last, **agreement(got, want, scales[last])}
+        # a QuantizeLinear output holds the integer codes themselves: its LSB is 1
+        lsb = 1.0 if np.issubdtype(want.dtype, np.integer) else scales[last]
+        index = re.search(r"layer\.(\d+)", last)
+        row = {"layer": index.group(1) if index else i, "output": last}
+        row.update(agreement(got, want, lsb))
         rows.append(row)
         print(
-            f"  layer {i}: {row['equal']:.4%} equal, {row['within_1lsb']:.4%} within 1 LSB",
+            f"  layer {row['layer']}: {row['equal']:.4%} equal, {row['within_1lsb']:.4%} "
+            f"within 1 LSB, at most {row['max_lsb']:.0f} LSB apart",
             flush=True,
         )
     return rows
@@ -247,35 +252,38 @@ def tune_and_compile(
     import heronlike.model as hm
 
     t0 = time.perf_counter()
-    result = hm.tune_model(
-        model,
-        target,
-        trials=trials,
-        records=records,
-        explorer=args.explorer,
-        seed=args.seed,
-        batch_size=args.batch_size,
-    )
+    result = None
+    if trials > 0:  # 0: compile untuned (every task gets its default schedule)
+        result = hm.tune_model(
+            model,
+            target,
+            trials=trials,
+            records=records,
+            explorer=args.explorer,
+            seed=args.seed,
+            batch_size=args.batch_size,
+        )
     tune_s = time.perf_counter() - t0
-    compiled = hm.compile_model(model, target, records)
+    compiled = hm.compile_model(model, target, records if result else None)
     print(compiled.summary(), flush=True)
     loaded = hm.load(compiled.export_library(records.with_suffix(".so")))
-    flop = {t.workload_key: t.flop for t in hm.extract_tasks(model, target)}
+    found = hm.extract_tasks(model, target)
+    flop = {t.workload_key: t.flop for t in found}
     tasks = [
         dict(
             task=t.name,
             weight=t.weight,
             flop=flop.get(t.workload_key, 0.0),
-            trials=t.trials,
-            best_latency_s=t.best_latency_s,
+            trials=getattr(t, "trials", 0),
+            best_latency_s=getattr(t, "best_latency_s", None),
         )
-        for t in result.tasks
+        for t in (result.tasks if result else found)
     ]
     return dict(
         model=loaded,
         tune_s=tune_s,
-        trials=result.trials_done,
-        estimate_s=result.estimate_s,
+        trials=result.trials_done if result else 0,
+        estimate_s=result.estimate_s if result else None,
         tasks=tasks,
         target_key=compiled.target_key,
         quantization=compiled.quantization,
@@ -315,7 +323,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=["resnet50", "bert"], default="resnet50")
     ap.add_argument("--quantize", choices=["qdq", "dynamic"], default="qdq")
-    ap.add_argument("--trials", type=int, default=400, help="heronlike int8's trial budget")
+    ap.add_argument(
+        "--trials", type=int, default=400, help="heronlike int8's trial budget (0: untuned)"
+    )
     ap.add_argument("--float-trials", type=int, default=None, help="float32's (default: same)")
     ap.add_argument(
         "--target",
