@@ -8,6 +8,7 @@ layer norm, GELU). Tunes are real but small (a few trials on this CPU, ``llvm``)
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -98,6 +99,27 @@ def test_default_schedules_match_pytorch(kind: str, source: str, tmp_path: Path)
     compiled = hm.compile_model(mod, "llvm")
     assert compiled.choices and {c.source for c in compiled.choices} == {"default"}
     np.testing.assert_allclose(compiled(x.numpy()), _reference(net, x), rtol=RTOL, atol=ATOL)
+
+
+def _llvm_asm(compiled: hm.CompiledModel) -> str:
+    mods = compiled.executable.mod.imports
+    return "".join(str(m.inspect_source("asm")) for m in mods if m.kind == "llvm")
+
+
+def test_fast_math_leaves_no_scalar_libm_call() -> None:
+    """By default GELU (through erf), exp and softmax take TVM's vectorisable polynomial
+    approximations: the kernels call no scalar ``erff`` / ``expf`` per element, and the model
+    still computes what PyTorch computes; ``fast_math=False`` keeps libm's."""
+    net, x = _model("block")
+    mod = hm.from_torch(net, (x,))
+    names = " ".join(t.name for t in hm.extract_tasks(mod, "llvm"))
+    assert "fast_erf" in names and "fast_softmax" in names and "gelu" not in names
+    fast, exact = (hm.compile_model(mod, "llvm", fast_math=f) for f in (True, False))
+    libm = re.compile(r"\b(erff|expf)\b")
+    assert not libm.search(_llvm_asm(fast))
+    assert libm.search(_llvm_asm(exact))
+    for compiled in (fast, exact):
+        np.testing.assert_allclose(compiled(x.numpy()), _reference(net, x), rtol=RTOL, atol=ATOL)
 
 
 def test_tasks_are_distinct_and_weighted() -> None:

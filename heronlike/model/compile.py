@@ -240,6 +240,7 @@ def compile_model(
     *,
     shapes: Mapping[str, int] | None = None,
     seed: int = 0,
+    fast_math: bool = True,
 ) -> CompiledModel:
     """Compile ``model`` with the best recorded kernel of every task (a default schedule for
     tasks without a record).
@@ -251,13 +252,16 @@ def compile_model(
             every task gets its default schedule).
         shapes: values of symbolic dimensions (``{"batch": 1}``).
         seed: seed of the default assignments' CP-SAT draws.
+        fast_math: approximate ``exp`` / ``erf`` / ``tanh`` / ``softmax`` by TVM's
+            vectorisable polynomials (:func:`heronlike.model.pipeline.fuse`, default); as
+            given to :func:`~heronlike.model.tune_model` (the tasks differ with it).
 
     Raises:
         SymbolicShapeError: an unbound symbolic dimension. ModelImportError,
             InvalidArgumentError, UnknownTargetError: bad model or target.
         RecordsMismatchError: ``records`` is not a heronlike records file.
     """
-    mod, tgt = fused_module(model, target, shapes=shapes)
+    mod, tgt = fused_module(model, target, shapes=shapes, fast_math=fast_math)
     tasks = tasks_of(mod, tgt)
     mod, choices = schedule_module(mod, tasks, records, seed=seed)
     quantization = (

@@ -78,6 +78,7 @@ def build_library(
     shapes: Mapping[str, int] | None = None,
     check: bool = True,
     seed: int = 0,
+    fast_math: bool = True,
     **tune_options: Any,
 ) -> Any:
     """Tune ``model``'s tasks within ``trials`` (resuming from ``records``) and export every
@@ -85,8 +86,8 @@ def build_library(
 
     Args:
         model: a Relax ``IRModule``, ``onnx.ModelProto``, ``.onnx`` path or ``MODULE:FUNCTION``.
-        target, trials, records, shapes, seed: as :func:`heronlike.model.tune_model` (``trials``
-            0: export from the records only).
+        target, trials, records, shapes, seed, fast_math: as
+            :func:`heronlike.model.tune_model` (``trials`` 0: export from the records only).
         out_dir: the library folder (``kernels.so`` + ``manifest.json``).
         check: run every kernel on random inputs against TVM's unscheduled build of its
             function (``rtol=1e-3`` for floats, exact for integers); the outcome is in the
@@ -115,11 +116,11 @@ def build_library(
     if trials > 0:
         tuned = tune_model(
             model, target, trials=trials, records=records_path, shapes=shapes, seed=seed,
-            **tune_options,
+            fast_math=fast_math, **tune_options,
         )  # fmt: skip
         schedule = tuned.schedule
     t_tuned = time.perf_counter()
-    mod, tgt = fused_module(model, target, shapes=shapes)
+    mod, tgt = fused_module(model, target, shapes=shapes, fast_math=fast_math)
     tasks = tasks_of(mod, tgt)
     versions = current_versions()
     entries, missing, kept = [], [], []

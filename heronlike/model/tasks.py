@@ -58,13 +58,18 @@ class ModelTask:
 
 
 def fused_module(
-    model: Any, target: str | Mapping[str, Any] | DLATarget, *, shapes: Mapping[str, int] | None
+    model: Any,
+    target: str | Mapping[str, Any] | DLATarget,
+    *,
+    shapes: Mapping[str, int] | None,
+    fast_math: bool = True,
 ) -> tuple[tvm.IRModule, DLATarget]:
-    """The model's fused Relax module for ``target`` (:func:`heronlike.model.pipeline.fuse`),
-    each PrimFunc marked with the parameters that are constants at every call site (attribute
-    ``layout_free_buffers``, TVM's name for weights a kernel may take pre-packed)."""
+    """The model's fused Relax module for ``target`` (:func:`heronlike.model.pipeline.fuse`,
+    with its ``fast_math``), each PrimFunc marked with the parameters that are constants at
+    every call site (attribute ``layout_free_buffers``, TVM's name for weights a kernel may take
+    pre-packed)."""
     tgt = get_target(target)
-    mod = fuse(as_relax(model, shapes=shapes), tgt)
+    mod = fuse(as_relax(model, shapes=shapes), tgt, fast_math=fast_math)
     for name, indices in constant_params(mod).items():
         gv = mod.get_global_var(name)
         func = mod[gv]
@@ -78,6 +83,7 @@ def extract_tasks(
     target: str | Mapping[str, Any] | DLATarget = "llvm",
     *,
     shapes: Mapping[str, int] | None = None,
+    fast_math: bool = True,
 ) -> list[ModelTask]:
     """The tasks of ``model`` on ``target``, heaviest (weight x FLOP) first.
 
@@ -86,12 +92,15 @@ def extract_tasks(
             (:func:`heronlike.model.as_relax`).
         target: a heronlike target (``"llvm"``, ``"dlboost"`` ...).
         shapes: values of symbolic dimensions (``{"batch": 1}``).
+        fast_math: approximate ``exp`` / ``erf`` / ``tanh`` / ``softmax`` by TVM's
+            vectorisable polynomials (:func:`heronlike.model.pipeline.fuse`); the tasks differ
+            with it, so tune and compile with the same setting.
 
     Raises:
         SymbolicShapeError: the model has a symbolic dimension ``shapes`` does not bind.
         ModelImportError, InvalidArgumentError, UnknownTargetError: bad model or target.
     """
-    mod, tgt = fused_module(model, target, shapes=shapes)
+    mod, tgt = fused_module(model, target, shapes=shapes, fast_math=fast_math)
     return tasks_of(mod, tgt)
 
 

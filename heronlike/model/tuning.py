@@ -100,6 +100,7 @@ def tune_model(
     strategy: str = "gradient",
     evaluator: EvaluatorConfig | None = None,
     progress: bool | Callable[[RoundInfo], None] = True,
+    fast_math: bool = True,
 ) -> ModelTuneResult:
     """Tune the tasks of ``model`` on ``target`` with ``trials`` measured candidates in total.
 
@@ -119,6 +120,9 @@ def tune_model(
         progress: True: a line per round on stderr (task, its best latency, the model estimate,
             trials done); False: silent; a callable: called with each
             :class:`~heronlike.scheduler.RoundInfo`.
+        fast_math: approximate ``exp`` / ``erf`` / ``tanh`` / ``softmax`` by TVM's
+            vectorisable polynomials (:func:`heronlike.model.pipeline.fuse`, default); the
+            tasks differ with it, so tune and compile with the same setting.
 
     Returns:
         A :class:`ModelTuneResult`; compile with :func:`heronlike.model.compile_model`.
@@ -130,7 +134,7 @@ def tune_model(
     """
     if time_budget_s is not None and not time_budget_s > 0:
         raise InvalidArgumentError(f"time_budget_s must be > 0 or None, got {time_budget_s!r}")
-    mod, tgt = fused_module(model, target, shapes=shapes)
+    mod, tgt = fused_module(model, target, shapes=shapes, fast_math=fast_math)
     tasks = tasks_of(mod, tgt)
     tunable = [t for t in tasks if t.tunable]
     if not tunable:
