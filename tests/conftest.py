@@ -27,3 +27,26 @@ def gcc_library() -> Callable[[Path, str, str], str]:
     """``gcc_library(tmp, name, c_body)``: a runnable artifact whose ``main`` runs ``c_body``
     (a crash, a hang), for testing how runners survive bad kernels."""
     return _gcc_library
+
+
+def _run_standin(bundle: Path) -> dict:
+    """Run ``bundle``'s own ``run_bundle.py --standin`` as a user would (a subprocess), check
+    that it succeeded, and return its ``results.json``."""
+    import json
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, str(bundle / "run_bundle.py"), str(bundle), "--standin"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads((bundle / "results.json").read_text())
+
+
+@pytest.fixture
+def run_standin() -> Callable[[Path], dict]:
+    """``run_standin(bundle)``: the bundle's ``results.json`` after ``run_bundle.py
+    --standin`` (validates every candidate, launches nothing)."""
+    return _run_standin

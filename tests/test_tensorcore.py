@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -258,7 +256,7 @@ def test_padded_gathers_unroll_at_most_16_steps() -> None:
 
 
 @needs_nvcc
-def test_bundle_round_trip_with_the_stand_in_runner(tmp_path: Path) -> None:
+def test_bundle_round_trip_with_the_stand_in_runner(tmp_path: Path, run_standin) -> None:  # noqa: ANN001
     compute = ops.gemm(128, 128, 128, dtype="float16")
     records = tmp_path / "records.sqlite"
     first = prepare_bundle(compute, TC, tmp_path / "b1", batch_size=4, records=records, seed=2)
@@ -271,13 +269,7 @@ def test_bundle_round_trip_with_the_stand_in_runner(tmp_path: Path) -> None:
         "operands": [0, 1],
         "output": 2,
     }
-    run = subprocess.run(
-        [sys.executable, str(first.bundle / "run_bundle.py"), str(first.bundle), "--standin"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
+    run_standin(first.bundle)
     summary = import_results(first.bundle, records, allow_standin=True)
     assert summary.imported == first.candidates
     with Records(records) as db:
@@ -292,7 +284,7 @@ def test_bundle_round_trip_with_the_stand_in_runner(tmp_path: Path) -> None:
 
 
 @needs_nvcc
-def test_given_assignments_become_one_bundle(tmp_path: Path) -> None:
+def test_given_assignments_become_one_bundle(tmp_path: Path, run_standin) -> None:  # noqa: ANN001
     """``bundle_assignments`` (used to re-measure the bests of simulated searches): the given
     ids and assignments, built, in one bundle the runner accepts; a broken one is reported."""
     compute = ops.gemm(128, 128, 128, dtype="float16")
@@ -308,14 +300,7 @@ def test_given_assignments_become_one_bundle(tmp_path: Path) -> None:
     got = {c["id"]: c["assignment"] for c in bundle["candidates"]}
     assert got["cga-s0"] == a and got["rand-s0"] == b
     assert bundle["policy"]["repeat"] == 3
-    run = subprocess.run(
-        [sys.executable, str(path / "run_bundle.py"), str(path), "--standin"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    results = json.loads((path / "results.json").read_text())
+    results = run_standin(path)
     assert {"cga-s0", "rand-s0"} <= set(results["candidates"])
 
 
@@ -337,7 +322,7 @@ def test_tune_replays_a_committed_results_fixture(tmp_path: Path) -> None:
 
 
 @needs_nvcc
-def test_convolution_bundle_round_trip(tmp_path: Path) -> None:
+def test_convolution_bundle_round_trip(tmp_path: Path, run_standin) -> None:  # noqa: ANN001
     """A conv2d bundle carries the kernel's reshaped parameters beside the logical shapes and
     a conv2d_nhwc reference; the stand-in validates it."""
     compute = ops.c2d(2, 8, 8, 16, 32, 3, 3, 1, 1, dtype="float16")
@@ -348,12 +333,5 @@ def test_convolution_bundle_round_trip(tmp_path: Path) -> None:
     shapes = {p["name"]: (p["shape"], p["logical_shape"]) for p in workload["params"]}
     assert shapes["W"] == ([32, 144], [32, 3, 3, 16])
     assert shapes["Y"] == ([128, 32], [2, 8, 8, 32])
-    run = subprocess.run(
-        [sys.executable, str(rnd.bundle / "run_bundle.py"), str(rnd.bundle), "--standin"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    results = json.loads((rnd.bundle / "results.json").read_text())
+    results = run_standin(rnd.bundle)
     assert all(r["error_kind"] == "standin" for r in results["candidates"].values())

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -215,7 +213,7 @@ def test_pipelined_and_split_k_cubins_build_without_spills(tmp_path: Path) -> No
 
 
 @needs_nvcc
-def test_split_k_bundle_passes_the_runner_checks(tmp_path: Path) -> None:
+def test_split_k_bundle_passes_the_runner_checks(tmp_path: Path, run_standin) -> None:  # noqa: ANN001
     """A bundle holding split-K candidates (two launches, a partial-sum workspace) is accepted
     by ``run_bundle.py``'s manifest and workload checks (the stand-in, no GPU); on a GPU the
     same runner allocates the workspace and checks the output against the reference."""
@@ -227,12 +225,5 @@ def test_split_k_bundle_passes_the_runner_checks(tmp_path: Path) -> None:
     for cid, split in (("k4", 4), ("k8", 8)):
         manifest = json.loads((path / "cands" / cid / "manifest.json").read_text())
         assert [launch["grid"][1] for launch in manifest["launches"]] == [split, 1]
-    run = subprocess.run(
-        [sys.executable, str(path / "run_bundle.py"), str(path), "--standin"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    results = json.loads((path / "results.json").read_text())
+    results = run_standin(path)
     assert {r["error_kind"] for r in results["candidates"].values()} == {"standin"}
