@@ -63,8 +63,9 @@ class _GeluDecomposer(relax.PyExprMutator):
 
 def decompose_gelu(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with every ``relax.nn.gelu`` (what TVM's PyTorch frontend makes of GELU) written
-    with ``erf``, so that the fast-math pass reaches it and FuseOps fuses it into the producing
-    matmul's epilogue; without it GELU legalizes to one scalar libm ``erff`` call per element.
+    with ``erf``, so that the fast-math pass reaches it; without it GELU legalizes to one scalar
+    libm ``erff`` call per element. (Whether it then fuses into the producing matmul is
+    FuseOps' call: behind a reshape, as in TVM's import of a 3-D ``Linear``, it does not.)
     """
     mutator = _GeluDecomposer(mod)
     for gv, func in mod.functions_items():
