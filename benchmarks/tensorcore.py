@@ -90,14 +90,16 @@ COUNT_COLUMNS = (
     "case", "op", "shape", "dtype", "arch", "nvcc_flags", "status", "samples", "ok", "ok_pct",
     "spill", "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
     "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "pipelined",
-    "split", "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch", "seconds", "cpu",
+    "split", "mma", "swizzled", "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch",
+    "mma_ldsm", "seconds", "cpu",
     "nvcc_version", "tvm_version", "date",
 )  # fmt: skip
 FAIL_KINDS = ("spill", "registers", "shared_memory", "nvcc", "build")
 COUNT_TABLE = (
     "case", "state", "samples", "ok", "ok_pct", *FAIL_KINDS, "other", "regs_min", "regs_median",
-    "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "pipelined", "split",
-    "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch", "seconds",
+    "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "pipelined", "split", "mma",
+    "swizzled", "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch", "mma_ldsm",
+    "seconds",
 )  # fmt: skip
 REPORT_COLUMNS = (
     "case", "op", "shape", "dtype", "status", "source", "trials", "valid", "valid_pct",
@@ -231,14 +233,29 @@ def csp_shared_bytes(assignment: dict[str, int]) -> int:
     return sum(v for k, v in assignment.items() if re.fullmatch(r"[^.]+\.shared\.bytes", k))
 
 
-def pipeline_knobs(assignment: dict[str, int]) -> tuple[bool, bool]:
+def pipeline_knobs(assignment: dict[str, int]) -> tuple[bool, bool, bool]:
     """Whether a candidate pipelines its shared-memory fetches (``<stage>.stages`` > 1, so
-    ``cp.async`` on sm_80+) and whether it splits K (``<stage>.split_k`` > 1)."""
+    ``cp.async`` on sm_80+), whether it splits K (``<stage>.split_k`` > 1) and whether it
+    swizzles its shared tiles (``<stage>.swizzle``)."""
 
-    def above_one(knob: str) -> bool:
-        return any(v > 1 for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k))
+    def above(knob: str, least: int) -> bool:
+        return any(v >= least for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k))
 
-    return above_one("stages"), above_one("split_k")
+    return above("stages", 2), above("split_k", 2), above("swizzle", 1)
+
+
+def uses_mma(space: Any, assignment: dict[str, int]) -> bool:
+    """Whether a candidate's ``<stage>.intrinsic`` picks an ldmatrix + mma.sync group."""
+    for stage, match in space.matches.items():
+        family = [
+            i
+            for i in space.target.intrinsics
+            if i.group and i.signature == match.intrinsic.signature
+        ]
+        choice = assignment.get(f"{stage}.intrinsic")
+        if choice is not None and family[choice].fragment_layout is not None:
+            return True
+    return False
 
 
 def count_case(
@@ -277,7 +294,7 @@ def count_case(
         options = {**tgt.build_options(), "nvcc_flags": shlex.split(nvcc_flags)}
         inputs.append(BuildInput(mod_json, tgt.tvm_target(), options))
         planned.append(csp_shared_bytes(a))
-        knobs.append(pipeline_knobs(a))
+        knobs.append((*pipeline_knobs(a), uses_mma(space, a)))
     builder = tgt.make_builder(timeout_s=timeout_s)
     try:
         results = builder.build(inputs)
@@ -289,7 +306,10 @@ def count_case(
         builder.close()
     regs, mismatch, no_param, level10 = [], 0, 0, 0
     ops = {"sass_checked": 0, "hmma": 0, "ldsm": 0, "ldgsts": 0, "ldgsts_mismatch": 0}
-    for res, shared, (pipelined, _), opcodes in zip(results, planned, knobs, sass, strict=True):
+    ops["mma_ldsm"] = 0
+    for res, shared, (pipelined, _, _, mma), opcodes in zip(
+        results, planned, knobs, sass, strict=True
+    ):
         if not res.ok:
             kinds[res.error_kind] = kinds.get(res.error_kind, 0) + 1
             continue
@@ -298,6 +318,7 @@ def count_case(
             for name in ("HMMA", "LDSM", "LDGSTS"):
                 ops[name.lower()] += opcodes.get(name, 0) > 0
             ops["ldgsts_mismatch"] += (opcodes.get("LDGSTS", 0) > 0) != pipelined
+            ops["mma_ldsm"] += mma and opcodes.get("LDSM", 0) > 0 and opcodes.get("HMMA", 0) > 0
         level10 += res.info.get("ptxas_level") == 10
         regs.append(max((k["registers"] for k in res.info["kernels"].values()), default=0))
         built = max((launch["dynamic_shared_bytes"] for launch in res.info["launches"]), default=0)
@@ -322,8 +343,10 @@ def count_case(
         shared_mismatch=mismatch,
         no_param_arg=no_param,
         ptxas_10=level10,
-        pipelined=sum(p for p, _ in knobs),
-        split=sum(k for _, k in knobs),
+        pipelined=sum(k[0] for k in knobs),
+        split=sum(k[1] for k in knobs),
+        swizzled=sum(k[2] for k in knobs),
+        mma=sum(k[3] for k in knobs),
         **ops,
         seconds=round(time.perf_counter() - t0, 1),
         **{k: kinds.get(k, 0) for k in FAIL_KINDS},

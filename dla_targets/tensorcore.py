@@ -111,6 +111,56 @@ WMMA_INTRINSICS = tuple(
     wmma_intrinsic(m, n, k, a, b, c, tag) for a, b, c, tag in WMMA_DTYPES for m, n, k in WMMA_SHAPES
 )
 
+#: (A, B, accumulator) dtypes with a 16×16×16 ``ldmatrix`` + ``mma.sync`` group in TVM 0.27
+#: (``int8`` has one of k = 32, which the family's common k cannot hold; no ``bfloat16``)
+MMA_DTYPES = (
+    ("float16", "float16", "float32", "f32"),
+    ("float16", "float16", "float16", "f16"),
+)
+
+
+def _ldmatrix_16x16(row: Any, col: Any) -> tuple[Any, Any]:
+    """Where element ``(row, col)`` of a 16×16 fp16 fragment lives in a warp: ``(thread,
+    element)``, the register layout ``ldmatrix`` loads and ``mma.sync.m16n8k16`` reads (TVM's
+    ``shared_16x16_to_ldmatrix_32x8_layout``)."""
+    return 4 * (row % 8) + (col % 8) // 2, 4 * (col // 8) + (row // 8) * 2 + col % 2
+
+
+@functools.cache
+def register_mma() -> None:
+    """Import TVM's registered ``ldmatrix`` / ``mma.sync`` groups (``mma_ldmatrix_*``,
+    ``mma_f16f16*``, ``mma_fill_16x16_*``, ``mma_store_16x16_*_global_``)."""
+    from tvm.s_tir.tensor_intrin import cuda  # noqa: F401 - registers them on import
+
+
+def mma_intrinsic(a: str, b: str, c: str, tag: str) -> Intrinsic:
+    """The 16×16×16 ``ldmatrix`` + ``mma.sync`` group (two ``m16n8k16`` per tile) of TVM's
+    ``get_mma_intrin_group``: fragments are ``"warp"``-scope registers laid out by
+    :func:`_ldmatrix_16x16`; ``B`` is the plain ``W[n, k]`` operand (``_trans_b``)."""
+    group = {
+        "fill": f"mma_fill_16x16_{tag}",
+        "load_a": "mma_ldmatrix_f16_a_dyn",
+        "load_b": "mma_ldmatrix_f16_b_trans_dyn",
+        "compute": f"mma_f16f16{tag}_trans_b",
+        "store": f"mma_store_16x16_{tag}_global_",
+    }
+    return Intrinsic(
+        name=group["compute"],
+        m=16,
+        n=16,
+        k=16,
+        a_dtype=a,
+        b_dtype=b,
+        c_dtype=c,
+        register=register_mma,
+        group=group,
+        scopes={"a": "warp", "b": "warp", "c": "warp", "staging": STAGING_SCOPE},
+        fragment_layout=_ldmatrix_16x16,
+    )
+
+
+MMA_INTRINSICS = tuple(mma_intrinsic(a, b, c, tag) for a, b, c, tag in MMA_DTYPES)
+
 
 def parse_arch(text: str | bool) -> int:
     """``"sm_90"``, ``"sm_80"``, ``"90"`` -> 90.
@@ -195,7 +245,9 @@ class TensorCoreTarget(DLATarget):
 
     @property
     def intrinsics(self) -> tuple[Intrinsic, ...]:
-        return WMMA_INTRINSICS
+        # WMMA first (what a stage is matched on); ldmatrix + mma.sync joins each fp16
+        # family as one more choice of the ``intrinsic`` knob (sm_80+: m16n8k16)
+        return WMMA_INTRINSICS + (MMA_INTRINSICS if self.sm >= 80 else ())
 
     @property
     def memory(self) -> tuple[MemoryLevel, ...]:
@@ -250,14 +302,16 @@ class TensorCoreTarget(DLATarget):
 
     def build_options(self) -> dict[str, Any]:
         return {
-            # TVM 0.27's StorageRewrite can alias the fp32 accumulator staging into an fp16
-            # shared.dyn buffer ("tvm_access_ptr element type must match")
             # cp.async for the pipelined shared-memory fetches (``stages`` > 1; sm_80+): TVM's
-            # InjectPTXAsyncCopy rewrites the copies of a loop's async stage only
-            "pass_config": {
-                "tirx.disable_storage_rewrite": True,
-                "tirx.use_async_copy": self.sm >= 80,
-            },
+            # InjectPTXAsyncCopy rewrites the copies of a loop's async stage only.
+            # StorageRewrite stays on: ldmatrix / mma.sync need it (LowerWarpMemory finds no
+            # warp index without it), and WMMA no longer stages its accumulator in shared
+            # memory, where it could alias an fp32 tile into an fp16 buffer
+            "pass_config": {"tirx.use_async_copy": self.sm >= 80},
+            # lowering ldmatrix / mma.sync looks up index maps (``tirx.index_map.*``) that
+            # importing TVM's CUDA tensor intrinsics registers: a build worker imports it
+            # once, before the candidates that need it
+            "imports_when": {"ldmatrix": "tvm.s_tir.tensor_intrin.cuda"},
             "arch": self.arch,
             "max_registers_per_thread": REGISTERS_PER_THREAD,
             "registers_per_block": REGISTERS_PER_BLOCK,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .dag import Access, Stage
 
@@ -43,6 +44,11 @@ class Intrinsic:
             member runs, by role ``"a"``, ``"b"``, ``"c"`` (e.g. ``"wmma.matrix_a"``,
             ``"wmma.accumulator"``), and ``"staging"``: the scratchpad its loads read from
             (``"shared.dyn"``); empty when operands stay where they are.
+        fragment_layout: for a group whose fragments are ordinary registers spread over a
+            warp (``"warp"`` scope: ``ldmatrix`` + ``mma.sync``), the index map ``(row, col)
+            -> (thread, element)`` of one ``m × k`` / ``n × k`` / ``m × n`` fragment tile
+            (e.g. TVM's ``shared_16x16_to_ldmatrix_32x8_layout``): the rules re-lay the
+            fragment buffers by it before tensorizing; None for opaque fragments (WMMA).
     """
 
     name: str
@@ -56,6 +62,9 @@ class Intrinsic:
     register: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
     group: Mapping[str, str] = field(default_factory=dict, compare=False)
     scopes: Mapping[str, str] = field(default_factory=dict, compare=False)
+    fragment_layout: Callable[[Any, Any], tuple[Any, Any]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def signature(self) -> str:

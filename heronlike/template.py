@@ -293,11 +293,14 @@ def tensorize_tile(
     intrinsic: str,
     row_dim: int = -2,
     col_dim: int = -1,
+    permuted_layout: int = 0,
 ) -> None:
     """Tile the loops of buffer dimensions ``row_dim`` and ``col_dim`` among ``block``'s own
     loops (one per dimension: the block was attached with ``preserve_unit_loops``) by
     ``rows × cols``, move the two tile loops innermost (rows, then columns) and ``tensorize``
-    them with ``intrinsic`` (a fragment load or store)."""
+    them with ``intrinsic`` (a fragment load or store). With ``permuted_layout`` the
+    tensorized block is annotated for TVM's ``InjectPermutedLayout`` (an ``ldmatrix`` from a
+    swizzled shared tile; the annotation must sit on the block tensorize creates)."""
     loops = own_loops(sch, block)
     r, c = loops[row_dim], loops[col_dim]
     rest = [lp for i, lp in enumerate(loops) if lp not in (r, c)]
@@ -305,6 +308,27 @@ def tensorize_tile(
     co, ci = sch.split(c, [None, cols])
     sch.reorder(*rest, ro, co, ri, ci)
     sch.tensorize(ri, intrinsic)
+    if permuted_layout:
+        (tile,) = sch.get_child_blocks(co)
+        sch.annotate(tile, "permuted_layout", 1)
+
+
+def fragment_layout(
+    sch: s_tir.Schedule, block: Any, access: str, rows: int, cols: int, layout: Any
+) -> None:
+    """Re-lay the fragment buffer ``block`` reads (``access="read"``) or writes (``"write"``)
+    tile by tile: ``[.., r, c] -> [.., r // rows, c // cols, *layout(r % rows, c % cols)]``,
+    where ``layout`` maps a ``rows × cols`` tile onto a warp's registers ``(thread, element)``
+    (``ldmatrix`` / ``mma.sync`` fragments; TVM then spreads the thread dimension over the
+    warp's lanes). Nothing when ``layout`` is None (opaque WMMA fragments)."""
+    if layout is None:
+        return
+
+    def index(*idx: Any) -> tuple[Any, ...]:
+        r, c = idx[-2], idx[-1]
+        return (*idx[:-2], r // rows, c // cols, *layout(r % rows, c % cols))
+
+    sch.transform_layout(block, (access, 0), index)
 
 
 def tensorize_last(sch: s_tir.Schedule, block: Any, count: int, intrinsic: str) -> None:
@@ -378,6 +402,7 @@ _HELPERS = {
     "row_reduction": row_reduction,
     "cooperative_fetch": cooperative_fetch,
     "tensorize_tile": tensorize_tile,
+    "fragment_layout": fragment_layout,
     "tensorize_last": tensorize_last,
     "software_pipeline": software_pipeline,
     "split_k": split_k,

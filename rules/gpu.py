@@ -103,6 +103,8 @@ class TensorCoreTiling(Rule):
         split_k_waves: a split (factor > 1) keeps the grid within this many waves of one
             block per SM (``blocks · split_k ≤ waves · SMs``): split-K is for grids too small
             to fill the GPU.
+        swizzle: offer the ``swizzle`` knob (XOR-permuted shared tiles instead of row
+            padding) where the family has an ``ldmatrix`` group.
         register_reserve: registers per thread assumed beside the accumulator and operand
             fragments (addresses, indices, fetch vectors); the sum is at most
             ``registers_per_thread`` and, times the block's threads, ``registers_per_block``.
@@ -120,6 +122,7 @@ class TensorCoreTiling(Rule):
         stages: Sequence[int] = (1, 2, 3, 4),
         split_k: Sequence[int] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
         split_k_waves: int = 2,
+        swizzle: bool = True,
         register_reserve: int = 64,
         registers_per_block: int = 65536,
         registers_per_thread: int = 255,
@@ -132,6 +135,7 @@ class TensorCoreTiling(Rule):
         self.stages = tuple(stages)
         self.split_k = tuple(split_k)
         self.split_k_waves = split_k_waves
+        self.swizzle = swizzle
         self.register_reserve = register_reserve
         self.registers_per_block = registers_per_block
         self.registers_per_thread = registers_per_thread
@@ -172,17 +176,21 @@ class TensorCoreTiling(Rule):
         split = self._split_reduction(ctx, stage, match)
 
         # S2 Add Multi-Level SPM: accumulator, staged operands, fragments
-        scopes = match.intrinsic.scopes
+        # (a family mixes groups whose fragments live in different scopes: WMMA's opaque
+        # fragments, or the ``warp`` registers of ldmatrix + mma.sync)
+        def scope(role: str) -> Choice:
+            return Choice(shape, tuple(i.scopes[role] for i in family))
+
         block = ctx.block(stage)
         (st.write_back,) = ctx.step(
-            "cache_write", block, 0, scopes["c"], outs=[f"b_{stage}.accumulator_store"]
+            "cache_write", block, 0, scope("c"), outs=[f"b_{stage}.accumulator_store"]
         )
         reads = [r.buffer for r in st.stage.reads]
         staged: list[tuple[Access, Sym, Sym]] = []
         for role, acc in (("a", match.a), ("b", match.b)):
             index = reads.index(acc.buffer)
             (shared,) = ctx.step(
-                "cache_read", block, index, scopes["staging"], outs=[f"b_{stage}.{role}.shared"]
+                "cache_read", block, index, scope("staging"), outs=[f"b_{stage}.{role}.shared"]
             )
             staged.append((acc, shared, Sym("")))
         # a producer of an operand (an implicit GEMM's im2col gather, zero padding) is
@@ -195,7 +203,7 @@ class TensorCoreTiling(Rule):
         for i, (role, acc) in enumerate((("a", match.a), ("b", match.b))):
             index = reads.index(acc.buffer)
             (frag,) = ctx.step(
-                "cache_read", block, index, scopes[role], outs=[f"b_{stage}.{role}.fragment"]
+                "cache_read", block, index, scope(role), outs=[f"b_{stage}.{role}.fragment"]
             )
             staged[i] = (staged[i][0], staged[i][1], frag)
 
@@ -245,9 +253,15 @@ class TensorCoreTiling(Rule):
         st.cached_reads = [(frag, acc.buffer, ("R1",)) for acc, _, frag in staged]
 
         # cooperative fetch, row padding and the shared-memory budget
+        swizzle = self._swizzle_knob(ctx, stage, shape, family)
         shared_bytes: list[Operand] = []
         for role, (acc, shared, _), dims in zip(("a", "b"), staged, tiles, strict=True):
-            shared_bytes.append(self._stage_in_shared(ctx, stage, role, acc, dims, shared, warps))
+            shared_bytes.append(
+                self._stage_in_shared(ctx, stage, role, acc, dims, shared, warps, swizzle)
+            )
+            if swizzle is not None:  # the fetch's stores (the ldmatrix loads: once tensorized)
+                ctx.step("annotate", shared, "permuted_layout", Ref(swizzle))
+        st.extra["swizzle"] = swizzle
         # software pipelining (TVM's InjectSoftwarePipeline) of the R0 loop in ``stages``
         # stages: the shared tiles of the next ``stages - 1`` R0 steps are fetched while this
         # one's fragments are multiplied, into ``stages`` copies of each shared buffer. On
@@ -453,6 +467,30 @@ class TensorCoreTiling(Rule):
             dims.append(name)
         return dims
 
+    def _swizzle_knob(
+        self, ctx: RuleContext, stage: str, shape: str, family: Sequence[Intrinsic]
+    ) -> str | None:
+        """The ``swizzle`` knob (0/1) of a family with ``ldmatrix`` groups, or None: TVM's
+        ``permuted_layout`` (``InjectPermutedLayout``) XORs each 16-byte column group of a
+        staged row with its row index (mod 8), so the eight rows one ``ldmatrix`` phase reads
+        sit in distinct banks without padding. Offered only with an ldmatrix member
+        (SELECT on the intrinsic choice); its row constraints are in :meth:`_stage_in_shared`.
+        """
+        if not self.swizzle or not any(i.fragment_layout for i in family):
+            return None
+        csp = ctx.csp
+        swizzle = csp.var(
+            f"{stage}.swizzle",
+            0,
+            1,
+            knob=True,
+            doc="XOR-swizzled shared tiles (permuted_layout; ldmatrix groups only)",
+        )
+        allowed = csp.var(f"{stage}.swizzle.allowed", 0, 1)
+        csp.add(Select(allowed, shape, tuple(int(i.fragment_layout is not None) for i in family)))
+        csp.add(Le(swizzle, allowed))
+        return swizzle
+
     def _stage_in_shared(
         self,
         ctx: RuleContext,
@@ -462,9 +500,12 @@ class TensorCoreTiling(Rule):
         dims: Sequence[Operand],
         shared: Sym,
         warps: Operand,
+        swizzle: str | None = None,
     ) -> str:
         """Cooperative fetch and row padding of one staged operand of tile ``dims``; returns
-        its bytes variable."""
+        its bytes variable. With ``swizzle`` set (1), the row is unpadded and a multiple of
+        32 elements (``InjectPermutedLayout`` permutes rows of 32 or 64 elements; the rows
+        above, whole intrinsic tiles, are even)."""
         csp = ctx.csp
         prefix = f"{stage}.{role}.shared"
         elems = ctx.product(f"{prefix}.elems", dims, upper=_size(acc.shape))
@@ -485,6 +526,15 @@ class TensorCoreTiling(Rule):
         csp.add(In(offset, offsets))
         offset_vectors = csp.var(f"{prefix}.align_vectors", 0, max(offsets))
         csp.add(Prod(offset, (lanes, offset_vectors)))
+        if swizzle is not None:
+            # swizzle: no padding, and the row a whole number of 32-element groups
+            cap = csp.var(f"{prefix}.align_cap", 0, max(offsets))
+            csp.add(Select(cap, swizzle, (max(offsets), 0)))
+            csp.add(Le(offset, cap))
+            unit = csp.var(f"{prefix}.swizzle_unit", 1, 32)
+            csp.add(Select(unit, swizzle, (1, 32)))
+            groups = csp.var(f"{prefix}.swizzle_groups", 1, _upper(csp, row))
+            csp.add(Prod(row, (unit, groups)))
         row_less_1 = csp.var(f"{prefix}.row_minus_1", 0, _upper(csp, row))
         csp.add(Sum(row_less_1, (row, 1), (1, -1)))
         csp.add(Le(offset, row_less_1))  # storage_align(factor=row, offset) pads by offset
@@ -536,8 +586,17 @@ class ApplyTensorCore(Rule):
             st.stage.write.axes.index(match.m_axis) - rank,
             st.stage.write.axes.index(match.n_axis) - rank,
         )
-        ctx.step("tensorize_tile", a_frag, wm, k, member("load_a"), *a_dims)
-        ctx.step("tensorize_tile", b_frag, wn, k, member("load_b"), *b_dims)
+        # ldmatrix / mma.sync fragments: each tile re-laid onto the warp's registers first
+        layout = Choice(shape, tuple(i.fragment_layout for i in family))
+        assert st.write_back is not None
+        ctx.step("fragment_layout", a_frag, "write", wm, k, layout)
+        ctx.step("fragment_layout", b_frag, "write", wn, k, layout)
+        ctx.step("fragment_layout", st.write_back, "read", wm, wn, layout)
+        # with the swizzle the ldmatrix blocks read the permuted rows the fetch wrote
+        swizzle = st.extra.get("swizzle")
+        permuted = Ref(swizzle) if swizzle is not None else 0
+        ctx.step("tensorize_tile", a_frag, wm, k, member("load_a"), *a_dims, permuted)
+        ctx.step("tensorize_tile", b_frag, wn, k, member("load_b"), *b_dims, permuted)
         block = ctx.block(stage)
         first_reduce = st.level("R0")[0]
         (init,) = ctx.step(

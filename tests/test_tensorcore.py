@@ -41,6 +41,12 @@ def _compile_source(space, assignment) -> str:  # noqa: ANN001
     return ex.mod.imports[0].inspect_source()
 
 
+def _family(space, stage: str) -> list:  # noqa: ANN001
+    """The intrinsic groups the ``<stage>.intrinsic`` knob chooses among, in knob order."""
+    sig = space.matches[stage].intrinsic.signature
+    return [i for i in space.target.intrinsics if i.group and i.signature == sig]
+
+
 # -- target strings ---------------------------------------------------------------------------
 
 
@@ -169,12 +175,17 @@ def test_sampled_programs_tensorize_onto_wmma(compute, dtype_tag: str) -> None: 
     assert {f"{stage}.intrinsic", f"{stage}.unroll", f"{stage}.a.shared.vector"} <= knobs
     assert f"{stage}.stages" in knobs
     assert any(isinstance(c, Le) and c.b == 48 * 1024 for c in space.csp.constraints)
+    family = _family(space, stage)
     samples = RandSAT(space.csp, seed=3).sample(3)
     for a in samples:
         assert space.csp.violations(a) == []
         m, n = a[f"{stage}.intrin_m"], a[f"{stage}.intrin_n"]
         assert m * n * 16 == 4096 and {m, n} <= {8, 16, 32}
         src = _compile_source(space, a)
+        if family[a[f"{stage}.intrinsic"]].fragment_layout is not None:
+            assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix.sync" in src
+            assert "wmma::" not in src
+            continue
         assert "wmma::mma_sync" in src
         assert f"fragment<nvcuda::wmma::matrix_a, {m}, {n}, 16, {dtype_tag}" in src
         assert f"fragment<nvcuda::wmma::accumulator, {m}, {n}, 16," in src
@@ -318,7 +329,7 @@ def test_tune_replays_a_committed_results_fixture(tmp_path: Path) -> None:
     )
     assert result.simulated and result.trials_run == 12
     assert result.latency_s is not None and result.errors.get("not_recorded", 0) < 12
-    assert "wmma" in (result.trace or "")
+    assert "mma" in (result.trace or "")  # the tensorized group: WMMA or ldmatrix + mma.sync
 
 
 @needs_nvcc

@@ -31,6 +31,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+from heronlike.measure.builder import import_modules, needed_imports
 from heronlike.measure.kinds import ErrorKind
 from heronlike.measure.runner import short_error
 
@@ -475,6 +476,7 @@ def build_cuda(
     try:
         import tvm
 
+        import_modules(needed_imports(mod_json, options))  # done already in a LocalBuilder
         mod = tvm.ir.load_json(mod_json)
         if isinstance(mod, tvm.tirx.PrimFunc):
             mod = tvm.IRModule({"main": mod})
