@@ -1,4 +1,5 @@
-"""NVIDIA TensorCore through WMMA, written only against :class:`heronlike.target.DLATarget`.
+"""NVIDIA TensorCore through WMMA and ``ldmatrix`` + ``mma.sync``, written only against
+:class:`heronlike.target.DLATarget`.
 
 Target strings: ``"cuda -tensorcore"`` (also ``"tensorcore"``), with options
 
@@ -12,17 +13,20 @@ Target strings: ``"cuda -tensorcore"`` (also ``"tensorcore"``), with options
 * ``-sms=<n>``: streaming multiprocessors (132 on an H100 SXM): peak figures and the bound
   on split-K factors (at most ``n``; a split grid within two waves).
 
-Knobs beside tiling (:mod:`heronlike.rules.gpu`): ``stages`` (1–4; > 1 pipelines the
-shared-memory fetches with ``cp.async`` on sm_80+, built with ``tirx.use_async_copy``) and
-``split_k`` (the reduction split across ``blockIdx.y``, partial sums in a workspace summed
-by a second kernel).
+Knobs beside tiling (:mod:`heronlike.rules.gpu`): ``intrinsic`` (the group: a WMMA shape, or
+ldmatrix + mma.sync), ``stages`` (1–4; > 1 pipelines the shared-memory fetches with
+``cp.async`` on sm_80+, built with ``tirx.use_async_copy``), ``swizzle`` (XOR-permuted shared
+tiles, with the ldmatrix group) and ``split_k`` (the reduction split across ``blockIdx.y``,
+partial sums in a workspace summed by a second kernel).
 
 Intrinsics: WMMA groups (fill, load A, load B, ``mma_sync``, store) for 16×16×16, 32×8×16 and
 8×32×16 tiles, for ``float16 × float16 → float32``, ``float16 → float16``,
 ``bfloat16 → float32`` and ``int8 × int8 → int32`` (signed × signed, unlike VNNI). TVM 0.27
 registers only 16×16×16 and no bfloat16; the rest come from its ``get_wmma_*_intrin``
 generators, registered under heronlike's own names. ``B`` is the plain ``W[n, k]`` operand
-loaded as a column-major fragment: no weight packing.
+loaded as a column-major fragment: no weight packing. From sm_80 on, each fp16 family also
+holds TVM's 16×16×16 ``ldmatrix`` + ``mma.sync.m16n8k16`` group (:data:`MMA_INTRINSICS`),
+whose fragments are warp registers laid out by :func:`_ldmatrix_16x16`.
 
 Memory: 255 registers per thread, 64 K registers per block and per SM, shared memory as
 above. Kernels are compiled to cubins by nvcc on this host (no GPU needed) and measured by a

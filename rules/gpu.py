@@ -5,13 +5,19 @@ written against :class:`~heronlike.rules.base.RuleContext`.
 
 For a stage matched to an intrinsic *group* (:attr:`heronlike.intrinsic.Intrinsic.group`):
 
-* the intrinsic shape is a knob over the group's shapes (``m·n·k = 4096``, ``k = 16``,
-  ``m, n ∈ {8, 16, 32}``: 16×16×16, 32×8×16, 8×32×16), and every member (fill, load A,
-  load B, multiply-accumulate, store) is the one registered for that shape (``Choice``);
+* the intrinsic is a knob over the target's groups of the stage's dtypes (its *family*;
+  ``m·n·k = 4096``, ``k = 16``, ``m, n ∈ {8, 16, 32}``: WMMA 16×16×16, 32×8×16, 8×32×16,
+  and on sm_80+ for fp16 the 16×16×16 ``ldmatrix`` + ``mma.sync`` group), and every member
+  (fill, load A, load B, multiply-accumulate, store) and fragment scope is the chosen group's
+  (``Choice``); a group whose fragments are warp registers
+  (:attr:`~heronlike.intrinsic.Intrinsic.fragment_layout`) has its fragment buffers re-laid
+  tile by tile onto ``(thread, element)`` before tensorizing;
 * the accumulator is a ``wmma.accumulator`` cache (``cache_write``), stored straight to global
   memory per warp; A and B are staged in ``shared.dyn`` at the outer reduction loop and in
   ``wmma.matrix_a/b`` fragments at the inner one (S2 Add Multi-Level SPM);
-* loops are tiled ``S0 S1 R0 R1 S2 T``: ``S0`` fused and bound to ``blockIdx.x``, ``S1``
+* loops are tiled ``S0 S1 R0 R1 S2 T`` (the m axis ``SR S0 …``): ``SR``/``S0`` fused and
+  bound to ``blockIdx.x`` in a rasterised order (groups of ``S0`` m tiles, each group
+  walking every n tile with its m tiles innermost: L2 reuse of both operands), ``S1``
   fused and bound to ``threadIdx.y`` (one warp each), ``S2`` the fragments one warp holds,
   ``R0`` the shared-memory step, ``R1`` the fragment step, ``T`` the intrinsic;
 * shared loads are cooperative: all ``32 × warps`` threads fetch vectors of 1–8 elements
@@ -23,6 +29,8 @@ For a stage matched to an intrinsic *group* (:attr:`heronlike.intrinsic.Intrinsi
   ``tirx.use_async_copy`` at build time) while this step's fragments are multiplied; 1 is a
   single synchronous buffer, and before sm_80 only 2 (a synchronous double buffer) is offered
   beside it;
+* a ``swizzle`` knob (with an ldmatrix group only) XOR-permutes the staged tiles (TVM's
+  ``permuted_layout``) instead of padding their rows; the ldmatrix loads read them permuted;
 * a ``split_k`` knob splits the reduction across ``blockIdx.y`` (``rfactor``): each block
   writes the partial sums of its slice of K to a global workspace in the accumulator's dtype
   and a second kernel adds them in a fixed order (deterministic; no atomics). Offered for a
@@ -38,8 +46,10 @@ divides K into whole intrinsic steps, is at most the SM count, and (when above 1
 ``blocks · split_k`` within two waves of the SMs.
 The shared bytes the CSP computes are exactly what the built kernel allocates.
 
-Not done: swizzled layouts, ``mma.sync``/``ldmatrix`` intrinsics (WMMA already compiles to
-``HMMA``/``LDSM``), split-K for convolutions (an operand gathered by another stage).
+With ``swizzle = 1``: no row padding and staged rows of a multiple of 32 elements.
+
+Not done: split-K for convolutions (an operand gathered by another stage), larger warp tiles
+with register double-buffering.
 """
 
 from __future__ import annotations
@@ -105,6 +115,8 @@ class TensorCoreTiling(Rule):
             to fill the GPU.
         swizzle: offer the ``swizzle`` knob (XOR-permuted shared tiles instead of row
             padding) where the family has an ``ldmatrix`` group.
+        raster: split the m axis's block tiles into groups (level ``SR``, a knob) ordered
+            ``(SR, n, m)`` in ``blockIdx.x``: a rasterised block order for L2 reuse.
         register_reserve: registers per thread assumed beside the accumulator and operand
             fragments (addresses, indices, fetch vectors); the sum is at most
             ``registers_per_thread`` and, times the block's threads, ``registers_per_block``.
@@ -123,6 +135,7 @@ class TensorCoreTiling(Rule):
         split_k: Sequence[int] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
         split_k_waves: int = 2,
         swizzle: bool = True,
+        raster: bool = True,
         register_reserve: int = 64,
         registers_per_block: int = 65536,
         registers_per_thread: int = 255,
@@ -136,6 +149,7 @@ class TensorCoreTiling(Rule):
         self.split_k = tuple(split_k)
         self.split_k_waves = split_k_waves
         self.swizzle = swizzle
+        self.raster = raster
         self.register_reserve = register_reserve
         self.registers_per_block = registers_per_block
         self.registers_per_thread = registers_per_thread
@@ -213,6 +227,8 @@ class TensorCoreTiling(Rule):
             tile[match.m_axis] = wm
         for loop in list(ctx.loops(stage)):
             levels: tuple[str, ...] = ("S0", "S1", "S2") if loop.kind == "S" else ("R0", "R1")
+            if self.raster and loop.axis == match.m_axis:
+                levels = ("SR", *levels)  # the block order's group of m tiles (below)
             fixed: dict[str, Operand] = {}
             if loop.axis in tile:
                 levels += ("T",)
@@ -222,8 +238,16 @@ class TensorCoreTiling(Rule):
                 for part in parts:  # a split-K remainder: the levels still divide K
                     if part.level not in fixed:
                         add_candidates(csp, str(part.extent), st.extra["split_k_divisors"])
-        ordered: list[Loop] = []
-        for level in ("S0", "S1", "R0", "R1", "S2", "T"):
+        # the block order (rasterised): batch tiles, then groups of m tiles (SR), within a
+        # group every n tile (S0), and within that the group's m tiles (S0) innermost:
+        # consecutive blocks share an n tile of B and revisit one group's A rows, as
+        # Triton's grouped ordering; SR = 1 is column-major, S0 = 1 row-major
+        s0 = st.level("S0")
+        blocks = [lp for lp in s0 if lp.axis not in (match.m_axis, match.n_axis)]
+        blocks += st.level("SR") + [lp for lp in s0 if lp.axis == match.n_axis]
+        blocks += [lp for lp in s0 if lp.axis == match.m_axis]
+        ordered: list[Loop] = list(blocks)
+        for level in ("S1", "R0", "R1", "S2", "T"):
             group = st.level(level)
             if level == "T":
                 roles = {match.m_axis: "m", match.n_axis: "n", match.k_axis: "k"}
@@ -232,7 +256,7 @@ class TensorCoreTiling(Rule):
         ctx.reorder(stage, ordered)
         # what one thread block stages, before S0 and S1 are fused away
         tiles = [self._tile_dims(ctx, stage, acc) for acc, _, _ in staged]
-        block_loop = self._fuse_level(ctx, stage, "S0", "blockIdx")
+        block_loop = ctx.fuse(stage, blocks, "blockIdx") if len(blocks) > 1 else blocks[0]
         warp_loop = self._fuse_level(ctx, stage, "S1", "warps")
         ctx.bind(block_loop, "blockIdx.x")
         ctx.bind(warp_loop, "threadIdx.y")

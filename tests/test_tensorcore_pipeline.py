@@ -170,6 +170,42 @@ def test_bundle_manifest_check_accepts_workspaces_only_when_well_formed() -> Non
     assert "not a parameter index" in check_manifest(manifest, workload)
 
 
+# -- rasterised block order ----------------------------------------------------------------------
+
+
+def _block_tile(space, a, block: int) -> tuple[int, int]:  # noqa: ANN001
+    """(m tile, n tile) that thread block ``block`` computes, from the X and W fetch indices:
+    the built schedule's own arithmetic, evaluated with every thread index 0."""
+    import re
+
+    txt = space.apply(a).mod["main"].script()
+    bx = re.search(r"for (\w+) in T\.thread_binding\([^)]*blockIdx\.x", txt)
+    assert bx
+    rows = []
+    for buffer in ("X_shared.dyn", "W_shared.dyn"):
+        blk = txt[txt.index(f'T.sblock("{buffer}")') :]
+        v0 = re.search(r"v0 = T\.axis\.spatial\(\d+, (.*)\)\n", blk).group(1)
+        env = {bx.group(1): block}
+        env.update({name: 0 for name in re.findall(r"ax\d_ax\d_fused_\d", v0)})
+        rows.append(eval(v0, {}, env))  # noqa: S307 - TVMScript index arithmetic
+    return rows[0] // a["C.v_i@S0"], rows[1] // a["C.v_j@S0"]
+
+
+def test_blocks_are_rasterised_in_groups_of_m_tiles() -> None:
+    """``C.v_i.SR`` splits the m tiles into groups; consecutive blocks walk a group's m tiles
+    (``C.v_i.S0`` of them) for one n tile, then the next n tile: SR = 1 is column-major."""
+    space = generate_space(ops.gemm(512, 512, 256, dtype="float16"), TC)
+    assert "C.v_i.SR" in space.csp.knobs
+    for sr in (1, 2, 4):
+        (a,) = _sample(space, 1, seed=sr, **{"C.v_i.SR": sr, "C.split_k": 1})
+        group, n_tiles = a["C.v_i.S0"], a["C.v_j.S0"]
+        m_tiles = sr * group
+        assert a["C.blockIdx"] == m_tiles * n_tiles
+        for b in range(0, a["C.blockIdx"], max(1, a["C.blockIdx"] // 17)):
+            g, rest = divmod(b, n_tiles * group)
+            assert _block_tile(space, a, b) == (g * group + rest % group, rest // group), b
+
+
 # -- cubins and SASS ------------------------------------------------------------------------------
 
 
