@@ -12,8 +12,6 @@ worker (20-50 s, once per worker, outside the candidate's timeout).
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 from pathlib import Path
 
@@ -25,7 +23,6 @@ from heronlike import ops
 from heronlike.csp import In
 from heronlike.errors import InfeasibleSpaceError
 from heronlike.measure.cuda import cuobjdump_path, launch_manifest, sass_opcodes
-from heronlike.offline import bundle_assignments
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
 
@@ -164,20 +161,3 @@ def test_mma_cubins_build_without_spills_and_use_ldsm_and_hmma() -> None:
             assert (sass.get("LDGSTS", 0) > 0) == (stages > 1), (stages, sass)
     if not sass_known:
         pytest.skip("cuobjdump not found: the SASS part was not checked")
-
-
-@needs_nvcc
-def test_mma_bundle_passes_the_runner_checks(tmp_path: Path, run_standin) -> None:  # noqa: ANN001
-    """A bundle of swizzled mma candidates is accepted by ``run_bundle.py``'s manifest and
-    workload checks (the stand-in; on a GPU the runner also checks the output against the
-    fp32 reference)."""
-    compute = ops.gemm(64, 128, 256, dtype="float16")
-    space = generate_space(compute, TC)
-    a, b = _sample(space, 2, seed=3, **{"C.intrinsic": MMA, "C.swizzle": 1})
-    path, failed = bundle_assignments(compute, TC, tmp_path / "b", {"s1": a, "s2": b}, repeat=3)
-    assert path is not None and not failed
-    manifest = json.loads((path / "cands" / "s1" / "manifest.json").read_text())
-    assert manifest["launches"][0]["dynamic_shared_bytes"] == a["C.shared.bytes"]
-    assert re.search(r"ldmatrix", (path / "cands" / "s1" / "kernel.cu").read_text())
-    results = run_standin(path)
-    assert {r["error_kind"] for r in results["candidates"].values()} == {"standin"}
