@@ -13,18 +13,19 @@ worker (20-50 s, once per worker, outside the candidate's timeout).
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
-import tvm
 
 from dla_targets.tensorcore import _ldmatrix_16x16
 from heronlike import ops
-from heronlike.csp import In
 from heronlike.errors import InfeasibleSpaceError
-from heronlike.measure.cuda import cuobjdump_path, launch_manifest, sass_opcodes
-from heronlike.sampler import RandSAT
+from heronlike.measure.cuda import cuobjdump_path
 from heronlike.space import generate_space
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared TensorCore test helpers
+from tensorcore_helpers import build_checked, sample, source_and_launches  # noqa: E402
 
 TC = "cuda -tensorcore"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -34,20 +35,6 @@ MMA = 3  # the ldmatrix + mma.sync member of an fp16 family: after WMMA's three 
 def _family(space, stage: str = "C") -> list:  # noqa: ANN001
     sig = space.matches[stage].intrinsic.signature
     return [i for i in space.target.intrinsics if i.group and i.signature == sig]
-
-
-def _sample(space, n: int, seed: int, **fixed: int) -> list[dict[str, int]]:  # noqa: ANN001
-    extra = [In(name, (value,)) for name, value in fixed.items()]
-    return RandSAT(space.csp, seed=seed).sample(n, extra=extra)
-
-
-def _source_and_launches(space, assignment):  # noqa: ANN001, ANN202
-    sch = space.apply(assignment)
-    target = tvm.target.Target(space.target.tvm_target())
-    with tvm.transform.PassContext(config=space.target.build_options()["pass_config"]):
-        ex = tvm.compile(sch.mod, target=target)
-        launches = launch_manifest(sch.mod, target)
-    return ex.mod.imports[0].inspect_source(), launches
 
 
 def _ldmatrix_addresses(src: str) -> list[str]:
@@ -90,7 +77,7 @@ def test_mma_joins_the_fp16_families_from_sm80() -> None:
 def test_swizzle_needs_the_ldmatrix_group_and_unpadded_rows_of_32() -> None:
     space = generate_space(ops.gemm(256, 256, 512, dtype="float16"), TC)
     csp = space.csp
-    samples = _sample(space, 12, seed=4, **{"C.swizzle": 1})
+    samples = sample(space, 12, seed=4, **{"C.swizzle": 1})
     assert samples
     for a in samples:
         assert csp.violations(a) == []
@@ -100,7 +87,7 @@ def test_swizzle_needs_the_ldmatrix_group_and_unpadded_rows_of_32() -> None:
     bad = dict(samples[0], **{"C.intrinsic": 0, "C.intrin_m": 16, "C.intrin_n": 16})
     assert csp.violations(bad)  # WMMA's fragment loads cannot read swizzled rows
     with pytest.raises(InfeasibleSpaceError):  # a staged row of 16 elements cannot swizzle
-        _sample(space, 1, seed=1, **{"C.swizzle": 1, "C.v_k.R1": 1})
+        sample(space, 1, seed=1, **{"C.swizzle": 1, "C.v_k.R1": 1})
 
 
 @pytest.mark.parametrize("swizzle", [0, 1])
@@ -108,8 +95,8 @@ def test_mma_source_and_its_swizzled_addresses(swizzle: int) -> None:
     """ldmatrix + mma.sync, no WMMA; the launch's shared bytes are the CSP's; swizzled, every
     ldmatrix address is XOR-permuted and so are the fetch's stores, unswizzled none is."""
     space = generate_space(ops.gemm(128, 256, 256, dtype="float16"), TC)
-    for a in _sample(space, 2, seed=7 + swizzle, **{"C.intrinsic": MMA, "C.swizzle": swizzle}):
-        src, launches = _source_and_launches(space, a)
+    for a in sample(space, 2, seed=7 + swizzle, **{"C.intrinsic": MMA, "C.swizzle": swizzle}):
+        src, launches = source_and_launches(space, a)
         assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in src
         assert "wmma::" not in src
         assert launches[0]["dynamic_shared_bytes"] == a["C.shared.bytes"]
@@ -125,13 +112,10 @@ def test_mma_cubins_build_without_spills_and_use_ldsm_and_hmma() -> None:
     """mma candidates of a small GEMM (1 and 3 stages, swizzled or padded, split-K 4), built by
     nvcc for sm_90: none spills, the shared bytes are the CSP's; with cuobjdump, the SASS has
     ``LDSM`` and ``HMMA`` and ``LDGSTS`` exactly when pipelined."""
-    from heronlike.measure import BuildInput
-
     space = generate_space(ops.gemm(64, 128, 512, dtype="float16"), TC)
-    target = space.target
     wanted = [(1, 0, 1), (3, 1, 1), (2, 1, 4)]  # (stages, swizzle, split_k)
     samples = [
-        _sample(
+        sample(
             space,
             1,
             seed=20 + i,
@@ -139,25 +123,10 @@ def test_mma_cubins_build_without_spills_and_use_ldsm_and_hmma() -> None:
         )[0]
         for i, (s, w, f) in enumerate(wanted)
     ]
-    inputs = [
-        BuildInput(
-            tvm.ir.save_json(space.apply(a).mod), target.tvm_target(), target.build_options()
-        )
-        for a in samples
-    ]
-    sass_known = cuobjdump_path() is not None
-    with target.make_builder(timeout_s=300) as builder:
-        results = builder.build(inputs)
-        assert all(r.ok for r in results), [(r.error_kind, r.error_msg) for r in results]
-        for r, a, (stages, _, split) in zip(results, samples, wanted, strict=True):
-            for kernel in r.info["kernels"].values():
-                assert kernel["spill_stores_bytes"] == 0 and kernel["spill_loads_bytes"] == 0
-            assert r.info["launches"][0]["dynamic_shared_bytes"] == a["C.shared.bytes"]
-            assert r.info["launches"][0]["grid"][1] == split
-            if not sass_known:
-                continue
-            sass = sass_opcodes(Path(r.artifact_path) / "kernel.cubin")
-            assert sass is not None and sass.get("HMMA", 0) > 0 and sass.get("LDSM", 0) > 0
+    built = build_checked(space, samples, [f for _, _, f in wanted])
+    for (_, sass), (stages, _, _) in zip(built, wanted, strict=True):
+        if sass is not None:
+            assert sass.get("HMMA", 0) > 0 and sass.get("LDSM", 0) > 0
             assert (sass.get("LDGSTS", 0) > 0) == (stages > 1), (stages, sass)
-    if not sass_known:
+    if cuobjdump_path() is None:
         pytest.skip("cuobjdump not found: the SASS part was not checked")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,29 +19,16 @@ import pytest
 import tvm
 
 from heronlike import ops
-from heronlike.csp import In
-from heronlike.measure.cuda import cuobjdump_path, launch_manifest, sass_opcodes
+from heronlike.measure.cuda import cuobjdump_path
 from heronlike.measure.run_bundle import check_manifest
 from heronlike.offline import bundle_assignments
-from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared TensorCore test helpers
+from tensorcore_helpers import build_checked, sample, source_and_launches  # noqa: E402
 
 TC = "cuda -tensorcore"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-
-
-def _source_and_launches(space, assignment):  # noqa: ANN001, ANN202
-    sch = space.apply(assignment)
-    target = tvm.target.Target(space.target.tvm_target())
-    with tvm.transform.PassContext(config=space.target.build_options()["pass_config"]):
-        ex = tvm.compile(sch.mod, target=target)
-        launches = launch_manifest(sch.mod, target)
-    return ex.mod.imports[0].inspect_source(), launches
-
-
-def _sample(space, n: int, seed: int, **fixed: int) -> list[dict[str, int]]:  # noqa: ANN001
-    extra = [In(name, (value,)) for name, value in fixed.items()]
-    return RandSAT(space.csp, seed=seed).sample(n, extra=extra)
 
 
 # -- stages ---------------------------------------------------------------------------------------
@@ -53,12 +41,12 @@ def test_stages_count_shared_memory_per_stage_and_use_cp_async() -> None:
     assert space.target.build_options()["pass_config"]["tirx.use_async_copy"] is True
     capacity = space.target.memory_level("shared").capacity_bytes
     for stages in (1, 2, 3, 4):
-        for a in _sample(space, 1, seed=stages, **{"C.stages": stages, "C.split_k": 1}):
+        for a in sample(space, 1, seed=stages, **{"C.stages": stages, "C.split_k": 1}):
             assert csp.violations(a) == []
             assert a["C.shared.bytes"] == stages * a["C.shared.bytes_per_stage"] <= capacity
             if stages > 1:  # cp.async moves 4, 8 or 16 bytes: 2-byte fetches stay synchronous
                 assert a["C.a.shared.vector"] * 2 >= 4 and a["C.b.shared.vector"] * 2 >= 4
-            src, launches = _source_and_launches(space, a)
+            src, launches = source_and_launches(space, a)
             (launch,) = launches
             assert launch["dynamic_shared_bytes"] == a["C.shared.bytes"]
             assert ("cp.async.c" in src) == (stages > 1), stages  # .cg (16 B) or .ca (4, 8 B)
@@ -69,8 +57,8 @@ def test_no_cp_async_before_sm80() -> None:
     space = generate_space(ops.gemm(128, 128, 128, dtype="float16"), TC + " -arch=sm_75")
     assert space.csp.candidates("C.stages") == (1, 2)  # 2: the synchronous double buffer
     assert space.target.build_options()["pass_config"]["tirx.use_async_copy"] is False
-    (a,) = _sample(space, 1, seed=1, **{"C.stages": 2, "C.split_k": 1})
-    src, (launch,) = _source_and_launches(space, a)
+    (a,) = sample(space, 1, seed=1, **{"C.stages": 2, "C.split_k": 1})
+    src, (launch,) = source_and_launches(space, a)
     assert "cp.async" not in src
     assert launch["dynamic_shared_bytes"] == 2 * a["C.shared.bytes_per_stage"]
 
@@ -95,12 +83,12 @@ def test_split_k_candidates_have_two_launches_and_a_workspace() -> None:
     space = generate_space(ops.gemm(32, 1000, 4096, dtype="float16"), TC)
     sms = space.target.cores
     for split in (2, 32):
-        for a in _sample(space, 1, seed=split, **{"C.split_k": split}):
+        for a in sample(space, 1, seed=split, **{"C.split_k": split}):
             assert space.csp.violations(a) == []
             assert 4096 % (16 * split) == 0
             assert a["C.v_k.per_split"] * split == 4096
             assert a["C.split_k.grid"] == a["C.blockIdx"] * split <= 2 * sms
-            src, launches = _source_and_launches(space, a)
+            src, launches = source_and_launches(space, a)
             partial, total = launches
             assert partial["grid"] == [a["C.blockIdx"], split, 1]
             assert partial["block"] == [32, a["C.warps"], 1]
@@ -113,8 +101,8 @@ def test_split_k_candidates_have_two_launches_and_a_workspace() -> None:
             assert total["grid"][0] * total["block"][0] == 32 * 1008
             assert ("wmma::mma_sync" in src or "mma.sync.aligned" in src) and "blockIdx.y" in src
     # factor 1 is today's single kernel
-    (a,) = _sample(space, 1, seed=1, **{"C.split_k": 1})
-    _, launches = _source_and_launches(space, a)
+    (a,) = sample(space, 1, seed=1, **{"C.split_k": 1})
+    _, launches = source_and_launches(space, a)
     assert len(launches) == 1 and launches[0]["grid"][1] == 1
 
 
@@ -197,7 +185,7 @@ def test_blocks_are_rasterised_in_groups_of_m_tiles() -> None:
     space = generate_space(ops.gemm(512, 512, 256, dtype="float16"), TC)
     assert "C.v_i.SR" in space.csp.knobs
     for sr in (1, 2, 4):
-        (a,) = _sample(space, 1, seed=sr, **{"C.v_i.SR": sr, "C.split_k": 1})
+        (a,) = sample(space, 1, seed=sr, **{"C.v_i.SR": sr, "C.split_k": 1})
         group, n_tiles = a["C.v_i.S0"], a["C.v_j.S0"]
         m_tiles = sr * group
         assert a["C.blockIdx"] == m_tiles * n_tiles
@@ -214,37 +202,19 @@ def test_pipelined_and_split_k_cubins_build_without_spills(tmp_path: Path) -> No
     """A handful of candidates of a small GEMM (1, 2 and 4 stages; 3 stages with split-K 4), built
     by nvcc for sm_90: none spills; with cuobjdump, the SASS has ``LDGSTS`` (cp.async) exactly
     when pipelined and ``HMMA`` always; the split-K ones have a partial-sum and a sum kernel."""
-    from heronlike.measure import BuildInput
-
     space = generate_space(ops.gemm(64, 128, 512, dtype="float16"), TC)
-    target = space.target
     wanted = [(1, 1), (2, 1), (4, 1), (3, 4)]  # (stages, split_k)
     samples = [
-        _sample(space, 1, seed=10 + i, **{"C.stages": s, "C.split_k": f})[0]
+        sample(space, 1, seed=10 + i, **{"C.stages": s, "C.split_k": f})[0]
         for i, (s, f) in enumerate(wanted)
     ]
-    inputs = [
-        BuildInput(
-            tvm.ir.save_json(space.apply(a).mod), target.tvm_target(), target.build_options()
-        )
-        for a in samples
-    ]
-    sass_known = cuobjdump_path() is not None
-    with target.make_builder(timeout_s=300) as builder:
-        results = builder.build(inputs)
-        assert all(r.ok for r in results), [(r.error_kind, r.error_msg) for r in results]
-        for r, a, (stages, split) in zip(results, samples, wanted, strict=True):
-            assert len(r.info["kernels"]) == (1 if split == 1 else 2)
-            for kernel in r.info["kernels"].values():
-                assert kernel["spill_stores_bytes"] == 0 and kernel["spill_loads_bytes"] == 0
-            assert r.info["launches"][0]["dynamic_shared_bytes"] == a["C.shared.bytes"]
-            assert r.info["launches"][0]["grid"][1] == split
-            if not sass_known:
-                continue
-            sass = sass_opcodes(Path(r.artifact_path) / "kernel.cubin")
-            assert sass is not None and sass.get("HMMA", 0) > 0
+    built = build_checked(space, samples, [f for _, f in wanted])
+    for (info, sass), (stages, split) in zip(built, wanted, strict=True):
+        assert len(info["kernels"]) == (1 if split == 1 else 2)
+        if sass is not None:
+            assert sass.get("HMMA", 0) > 0
             assert (sass.get("LDGSTS", 0) > 0) == (stages > 1), (stages, sass)
-    if not sass_known:
+    if cuobjdump_path() is None:
         pytest.skip("cuobjdump not found: the SASS part was not checked")
 
 
@@ -255,7 +225,7 @@ def test_split_k_bundle_passes_the_runner_checks(tmp_path: Path, run_standin) ->
     same runner allocates the workspace and checks the output against the reference."""
     compute = ops.gemm(32, 64, 512, dtype="float16")
     space = generate_space(compute, TC)
-    a, b = (_sample(space, 1, seed=s, **{"C.split_k": f})[0] for s, f in ((1, 4), (2, 8)))
+    a, b = (sample(space, 1, seed=s, **{"C.split_k": f})[0] for s, f in ((1, 4), (2, 8)))
     path, failed = bundle_assignments(compute, TC, tmp_path / "b", {"k4": a, "k8": b}, repeat=3)
     assert path is not None and not failed
     for cid, split in (("k4", 4), ("k8", 8)):
