@@ -628,7 +628,6 @@ class ApplyTensorCore(Rule):
         )
         ctx.step("tensorize_last", init, 2, member("fill"))
         ctx.step("tensorize", Sym(st.level("T")[0].sym), member("compute"))
-        assert st.write_back is not None
         ctx.step("tensorize_tile", st.write_back, wm, wn, member("store"), *c_dims)
 
 
