@@ -5,7 +5,8 @@ This machine has nvcc and no GPU, so the work is split in subcommands:
 * ``count``: for each of Heron's TensorCore cases (fp16 in, fp32 accumulate), build
   ``--samples`` random valid schedules (RandSAT) with nvcc and count how many build, why the others
   fail (spill, registers, shared memory, nvcc, TVM), the ptxas register range, how many needed
-  ptxas's register-usage level 10 after spilling at 5 (``ptxas_10``), and whether the
+  ptxas's register-usage level 10 after spilling at 5 (``ptxas_10``), how many needed one block
+  per SM in their launch bounds after spilling at both (``one_block``), and whether the
   CSP's shared bytes equal the built kernel's; with ``cuobjdump`` (the ``nvidia-cuda-cuobjdump``
   and ``nvidia-cuda-nvdisasm`` wheels), how many cubins hold ``HMMA``, ``LDSM`` and ``LDGSTS``
   (``cp.async``) and how many hold ``LDGSTS`` without a pipelined fetch or lack it with one
@@ -89,7 +90,8 @@ ALL_CASES = {**TC_CASES, **EXTRA_CASES}
 COUNT_COLUMNS = (
     "case", "op", "shape", "dtype", "arch", "nvcc_flags", "status", "samples", "ok", "ok_pct",
     "spill", "registers", "shared_memory", "nvcc", "build", "other", "other_kinds", "regs_min",
-    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "pipelined",
+    "regs_median", "regs_max", "shared_mismatch", "no_param_arg", "ptxas_10", "one_block",
+    "pipelined",
     "split", "mma", "swizzled", "sass_checked", "hmma", "ldsm", "ldgsts", "ldgsts_mismatch",
     "mma_ldsm", "seconds", "cpu",
     "nvcc_version", "tvm_version", "date",
@@ -304,7 +306,7 @@ def count_case(
         ]
     finally:
         builder.close()
-    regs, mismatch, no_param, level10 = [], 0, 0, 0
+    regs, mismatch, no_param, level10, one_block = [], 0, 0, 0, 0
     ops = {"sass_checked": 0, "hmma": 0, "ldsm": 0, "ldgsts": 0, "ldgsts_mismatch": 0}
     ops["mma_ldsm"] = 0
     for res, shared, (pipelined, _, _, mma), opcodes in zip(
@@ -320,6 +322,7 @@ def count_case(
             ops["ldgsts_mismatch"] += (opcodes.get("LDGSTS", 0) > 0) != pipelined
             ops["mma_ldsm"] += mma and opcodes.get("LDSM", 0) > 0 and opcodes.get("HMMA", 0) > 0
         level10 += res.info.get("ptxas_level") == 10
+        one_block += bool(res.info.get("min_blocks_per_sm"))
         regs.append(max((k["registers"] for k in res.info["kernels"].values()), default=0))
         built = max((launch["dynamic_shared_bytes"] for launch in res.info["launches"]), default=0)
         mismatch += built != shared
@@ -343,6 +346,7 @@ def count_case(
         shared_mismatch=mismatch,
         no_param_arg=no_param,
         ptxas_10=level10,
+        one_block=one_block,
         pipelined=sum(k[0] for k in knobs),
         split=sum(k[1] for k in knobs),
         swizzled=sum(k[2] for k in knobs),

@@ -28,6 +28,7 @@ from heronlike.measure.cuda import (  # noqa: E402
     cuda_arch_supported,
     launch_manifest,
     nvcc_version,
+    one_block_launch_bounds,
     parse_ptxas,
 )
 
@@ -380,3 +381,15 @@ def test_run_on_gpu(built, tmp_path):
                 ]
             )
         assert res.ok, (case, res.error_kind, res.error_msg)
+
+
+def test_one_block_launch_bounds() -> None:
+    src = (
+        'extern "C" __global__ void __launch_bounds__(256) main_kernel(float* C);\n'
+        'extern "C" __global__ void __launch_bounds__(64) main_kernel_1(float* C) {}\n'
+    )
+    out, changed = one_block_launch_bounds(src)
+    assert changed
+    assert "__launch_bounds__(256, 1) main_kernel(" in out
+    assert "__launch_bounds__(64, 1) main_kernel_1(" in out
+    assert one_block_launch_bounds("__global__ void k() {}") == ("__global__ void k() {}", False)

@@ -149,6 +149,25 @@ def parse_ptxas(text: str) -> dict[str, dict[str, int]]:
     return kernels
 
 
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\((\d+)\)")
+
+
+def one_block_launch_bounds(source: str) -> tuple[str, bool]:
+    """``source`` with every ``__launch_bounds__(T)`` that TVM writes given a minimum of one
+    block per SM, ``__launch_bounds__(T, 1)``; and whether anything changed.
+
+    With ``T`` alone, ptxas may aim at several resident blocks and spill to get there: sampled
+    ldmatrix + mma.sync kernels (sm_90, nvcc 13) spilled 8-16 bytes at 40-56 registers under
+    ``__launch_bounds__(256)`` and ``(64)`` at both register-usage levels, and built without
+    spills at 56 and 96 registers under ``(256, 1)`` and ``(64, 1)`` (as without launch
+    bounds). A spilled kernel is never kept, so this rewrite is tried only for a candidate that
+    spilled at every level; ``kernel.cu`` then holds the rewritten source (what a bundle
+    recompiles), while ``kernel.so`` keeps TVM's own.
+    """
+    out, n = _LAUNCH_BOUNDS.subn(r"__launch_bounds__(\1, 1)", source)
+    return out, n > 0
+
+
 def _compile_cubin(
     src_path: str, cubin_path: str, arch: str, nvcc: str, extra: list[str]
 ) -> tuple[int, str]:
@@ -450,7 +469,10 @@ def build_cuda(
             ``max_registers_per_thread`` (255), ``registers_per_block`` (65536),
             ``max_shared_bytes`` (static + dynamic bytes per block, 49152), ``ptxas_levels``
             (register-usage levels tried in order until no kernel spills, default
-            :data:`PTXAS_LEVELS`; ignored when ``nvcc_flags`` set a level).
+            :data:`PTXAS_LEVELS`; ignored when ``nvcc_flags`` set a level). When every level
+            spills, the levels are tried once more on the source with one block per SM in
+            its launch bounds (:func:`one_block_launch_bounds`; the manifest's
+            ``min_blocks_per_sm`` is then 1).
 
     Returns:
         ``(path, None, None, manifest)`` on success, else ``(None, kind, message, info)`` with
@@ -502,7 +524,17 @@ def build_cuda(
     levels: tuple[int | None, ...] = tuple(options.get("ptxas_levels", PTXAS_LEVELS))
     if any("register-usage-level" in f for f in user_flags) or not levels:
         levels = (None,)  # the caller's own level
-    for level in levels:
+    # the register-usage levels first; then, if every level spilled, once more with the launch
+    # bounds' minimum of one block per SM (:func:`one_block_launch_bounds`)
+    attempts = [(level, False) for level in levels] + [(level, True) for level in levels]
+    for level, one_block in attempts:
+        if one_block and not info.get("min_blocks_per_sm"):
+            source, changed = one_block_launch_bounds(source)
+            if not changed:
+                break
+            with open(os.path.join(path, "kernel.cu"), "w") as f:
+                f.write(source)
+            info["min_blocks_per_sm"] = 1
         extra = [] if level is None else ["-Xptxas", f"--register-usage-level={level}"]
         code, output = _compile_cubin(
             os.path.join(path, "kernel.cu"),
