@@ -71,7 +71,15 @@ class NoTensorizableStageError(HeronlikeError, ValueError):
 
 
 class HostFeatureError(HeronlikeError, RuntimeError):
-    """The host CPU lacks an instruction-set feature the target needs for measuring."""
+    """The host lacks what the target needs: a CPU instruction-set feature for measuring, a
+    GPU, nvcc or CuPy."""
+
+
+#: what to install to run CUDA kernels through CuPy (the CuPy runner, CUDA kernel libraries)
+CUPY_INSTALL_HINT = (
+    'pip install "heronlike[cuda]" (CuPy for CUDA 12; with a CUDA 13 driver: pip install '
+    "cupy-cuda13x)"
+)
 
 
 class InfeasibleSpaceError(HeronlikeError, RuntimeError):

@@ -11,38 +11,33 @@ Failures are data: every candidate gets a :class:`BuildResult` / :class:`RunResu
 
 from __future__ import annotations
 
-from heronlike.measure.builder import (
-    Builder,
-    BuildFunction,
-    BuildInput,
-    BuildResult,
-    LocalBuilder,
-    build_llvm,
-)
-from heronlike.measure.check import compare
-from heronlike.measure.runner import (
-    LocalRunner,
-    RunInput,
-    Runner,
-    RunResult,
-    parse_device,
-    run_in_subprocess,
-    thread_env,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "BuildFunction",
-    "BuildInput",
-    "BuildResult",
-    "Builder",
-    "LocalBuilder",
-    "LocalRunner",
-    "RunInput",
-    "RunResult",
-    "Runner",
-    "build_llvm",
-    "compare",
-    "parse_device",
-    "run_in_subprocess",
-    "thread_env",
-]
+# imported on first use, so that the TVM-free modules of this package (``run_bundle``, the
+# offline runner script the CUDA library dispatcher shares) import without TVM
+_LAZY = {
+    "Builder": "heronlike.measure.builder",
+    "BuildFunction": "heronlike.measure.builder",
+    "BuildInput": "heronlike.measure.builder",
+    "BuildResult": "heronlike.measure.builder",
+    "LocalBuilder": "heronlike.measure.builder",
+    "build_llvm": "heronlike.measure.builder",
+    "compare": "heronlike.measure.check",
+    "LocalRunner": "heronlike.measure.runner",
+    "RunInput": "heronlike.measure.runner",
+    "Runner": "heronlike.measure.runner",
+    "RunResult": "heronlike.measure.runner",
+    "parse_device": "heronlike.measure.runner",
+    "run_in_subprocess": "heronlike.measure.runner",
+    "thread_env": "heronlike.measure.runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'heronlike.measure' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+__all__ = sorted(_LAZY)

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from heronlike.errors import HostFeatureError
+from heronlike.errors import CUPY_INSTALL_HINT, HostFeatureError
 from heronlike.measure.bundle import DEFAULT_FLUSH_L2_BYTES, DEFAULT_WARMUP, BundleRunner
 
 __all__ = [
@@ -50,10 +50,7 @@ CUPY_SPEC = "cupy"
 #: the runner spec of the stand-in (nothing launched; every result has error kind "standin")
 CUPY_STANDIN_SPEC = "cupy+standin"
 #: what to install for the CuPy runner
-INSTALL_HINT = (
-    'pip install "heronlike[cuda]" (CuPy for CUDA 12; with a CUDA 13 driver: pip install '
-    "cupy-cuda13x)"
-)
+INSTALL_HINT = CUPY_INSTALL_HINT
 #: seconds the GPU probe may take (importing CuPy and asking the driver; no context is made)
 PROBE_TIMEOUT_S = 60.0
 

@@ -645,6 +645,57 @@ def _ok_result(lats: list[float], max_abs_err: float | None, notes: list[str]) -
 # backends: what a worker does with one workload
 
 
+def load_kernels(cp: Any, cubin: str | os.PathLike[str], names: list[str]) -> tuple[Any, dict]:
+    """Load ``cubin`` with ``cupy.RawModule`` (``cp`` is the ``cupy`` module): the module and
+    ``{name: cupy.RawKernel}`` for each kernel name. The driver's errors propagate."""
+    module = cp.RawModule(path=str(cubin))
+    return module, {name: module.get_function(name) for name in names}
+
+
+def kernel_calls(
+    cp: Any,
+    funcs: dict[str, Any],
+    launches: list[dict[str, Any]],
+    buffers: list[Any],
+    workspaces: dict[str, Any],
+) -> list[tuple[Any, tuple[int, ...], tuple[int, ...], tuple[Any, ...], int]]:
+    """The calls of a launch manifest (``build_cuda``'s ``launches``), in order: ``(kernel,
+    grid, block, args, dynamic shared bytes)``, for :func:`launch_calls`.
+
+    ``buffers`` are the device arrays of the kernel's parameters (a launch's ``args`` are
+    parameter indices). A launch argument that is no parameter is a global workspace (split-K
+    partial sums), allocated in ``workspaces`` by name on first use and shared by the
+    launches: each launch that reads one runs after the one that writes all of it, so it
+    starts uninitialised. A kernel that needs more than 48 KiB of dynamic shared memory gets
+    its limit raised (``cudaFuncSetAttribute``)."""
+    calls = []
+    for launch in launches:
+        fn = funcs[str(launch["kernel"])]
+        shared = int(launch.get("dynamic_shared_bytes", 0))
+        if shared > DEFAULT_SHARED_LIMIT:
+            fn.max_dynamic_shared_size_bytes = shared
+        spaces = launch.get("workspaces") or [None] * len(launch["args"])
+        argv: list[Any] = []
+        for a, ws in zip(launch["args"], spaces):
+            if a is None:
+                name = str(ws["name"])
+                if name not in workspaces:
+                    workspaces[name] = cp.empty(max(1, int(ws["bytes"])), dtype=cp.uint8)
+                argv.append(workspaces[name])
+            else:
+                argv.append(buffers[int(a)])
+        grid = tuple(int(d) for d in launch["grid"])
+        block = tuple(int(d) for d in launch["block"])
+        calls.append((fn, grid, block, tuple(argv), shared))
+    return calls
+
+
+def launch_calls(calls: list[tuple[Any, ...]]) -> None:
+    """Launch :func:`kernel_calls`' calls in order on the current stream (asynchronous)."""
+    for fn, grid, block, args, shared in calls:
+        fn(grid, block, args, shared_mem=shared)
+
+
 class StandinBackend:
     """Launches nothing: every (valid) candidate gets error kind ``"standin"`` and a fake,
     deterministic latency."""
@@ -790,10 +841,6 @@ class GpuBackend:
 
     # -- a candidate --
 
-    def _load(self, cubin: Path, names: list[str]) -> tuple[Any, dict[str, Any]]:
-        module = self.cp.RawModule(path=str(cubin))
-        return module, {name: module.get_function(name) for name in names}
-
     def _recompile(self, cand_dir: Path, manifest: dict[str, Any], cid: str) -> tuple[Path, str]:
         cc = str(self.cp.cuda.Device().compute_capability)  # "90", "100"
         arch = f"sm_{cc}"
@@ -817,7 +864,7 @@ class GpuBackend:
         launches = manifest["launches"]
         names = list(dict.fromkeys(str(launch["kernel"]) for launch in launches))
         try:
-            module, funcs = self._load(cand_dir / CUBIN, names)
+            module, funcs = load_kernels(cp, cand_dir / CUBIN, names)
         except Exception as exc:  # noqa: BLE001 - the driver's verdict is data
             err = short_error(exc)
             if not self._alive():
@@ -827,43 +874,20 @@ class GpuBackend:
                 return failure("run", f"load: {err}")
             try:
                 cubin, arch = self._recompile(cand_dir, manifest, cid)
-                module, funcs = self._load(cubin, names)
+                module, funcs = load_kernels(cp, cubin, names)
             except Exception as exc2:  # noqa: BLE001
                 return failure(
                     "run", f"load: {err}; recompiling {SOURCE} failed: {short_error(exc2)}"
                 )
             notes.append(f"the driver rejected {CUBIN} ({err}); ran {SOURCE} rebuilt for {arch}")
-        calls = []
-        # global buffers the launches share (split-K partial sums), by name: each launch that
-        # reads one runs after the one that writes all of it, so they start uninitialised
-        workspaces: dict[str, Any] = {}
         try:
             bufs = self._setup_buffers()
-            for launch in launches:
-                fn = funcs[str(launch["kernel"])]
-                shared = int(launch.get("dynamic_shared_bytes", 0))
-                if shared > DEFAULT_SHARED_LIMIT:
-                    fn.max_dynamic_shared_size_bytes = shared
-                spaces = launch.get("workspaces") or [None] * len(launch["args"])
-                argv: list[Any] = []
-                for a, ws in zip(launch["args"], spaces):
-                    if a is None:
-                        name = str(ws["name"])
-                        if name not in workspaces:
-                            workspaces[name] = cp.empty(max(1, int(ws["bytes"])), dtype=cp.uint8)
-                        argv.append(workspaces[name])
-                    else:
-                        argv.append(bufs[int(a)])
-                args = tuple(argv)
-                grid = tuple(int(d) for d in launch["grid"])
-                block = tuple(int(d) for d in launch["block"])
-                calls.append((fn, grid, block, args, shared))
+            calls = kernel_calls(cp, funcs, launches, bufs, {})
         except Exception as exc:  # noqa: BLE001
             return self._after(exc, "setup")
 
         def call() -> None:
-            for fn, grid, block, args, shared in calls:
-                fn(grid, block, args, shared_mem=shared)
+            launch_calls(calls)
 
         try:
             self._reset(bufs)
