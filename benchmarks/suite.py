@@ -360,18 +360,6 @@ def parse_curve(text: str) -> list[tuple[int, float, float | None]]:
 # the one timing harness (every column: fresh process, same threads, same warm-up and samples)
 
 
-def _logical(array: Any, shape: Sequence[int]) -> Any:
-    """A kernel's output in the compute's shape (a row-major reshape, a padded buffer cut)."""
-    import numpy as np
-
-    shape = tuple(shape)
-    if array.shape == shape:
-        return array
-    if array.ndim != len(shape):
-        return array.reshape(shape)
-    return np.ascontiguousarray(array[tuple(slice(0, d) for d in shape)])
-
-
 def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samples: int):
     """Harness worker for the tuned kernels, one after the other in this process: for each
     ``(library, arguments .npz)`` load the library, poison the outputs, run once and compare
@@ -381,6 +369,7 @@ def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samp
     import tvm
 
     from heronlike.baselines import _median_time
+    from heronlike.library.runtime import to_logical
 
     with np.load(expected_path) as z:
         expected = {int(k[3:]): z[k] for k in z.files}
@@ -399,7 +388,7 @@ def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samp
             fn(*tensors)
             bad = []
             for i, want in expected.items():
-                got = _logical(tensors[i].numpy(), want.shape)
+                got = to_logical(tensors[i].numpy(), want.shape)
                 if np.issubdtype(want.dtype, np.floating):
                     ok = np.allclose(got, want, rtol=1e-3, atol=1e-3)
                 else:

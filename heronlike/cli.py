@@ -426,7 +426,8 @@ def library() -> None:
     "--target",
     default="dlboost",
     show_default=True,
-    help='target name or string ("dlboost": VNNI; "llvm": any CPU, general rules)',
+    help='target name or string ("dlboost": VNNI; "llvm": any CPU, general rules; '
+    '"cuda -tensorcore": cubins launched through CuPy)',
 )
 @click.option("--trials", type=int, required=True, help="total trial budget over all workloads")
 @click.option(
@@ -434,7 +435,7 @@ def library() -> None:
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
     required=True,
-    help="library folder to write (kernels.so + manifest.json)",
+    help="library folder to write (kernels.so, or kernels/*.cubin for CUDA, + manifest.json)",
 )
 @click.option(
     "--records",

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import tvm
 
+from .library.runtime import to_logical
 from .space import Space
 
 
@@ -72,7 +73,7 @@ class BuiltKernel:
         tensors = [tvm.runtime.tensor(a, dev) for a in self.space.prepare_args(arrays)]
         self.executable["main"](*tensors)
         result = tuple(
-            _logical(t.numpy(), p.shape) for p, t in zip(params, tensors) if p in outputs
+            to_logical(t.numpy(), tuple(p.shape)) for p, t in zip(params, tensors) if p in outputs
         )
         return result[0] if len(result) == 1 else result
 
@@ -81,13 +82,3 @@ class BuiltKernel:
         path = Path(path)
         self.executable.export_library(str(path))
         return path
-
-
-def _logical(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """A kernel output in the compute's own shape: a row-major reshape viewed back, a padded
-    buffer cut to its valid part."""
-    if array.shape == tuple(shape):
-        return array
-    if array.ndim != len(shape):
-        return array.reshape(shape)
-    return np.ascontiguousarray(array[tuple(slice(0, d) for d in shape)])

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..records import VERSION_KEYS, Records, TrialRecord, current_versions
 from ..scheduler import RoundInfo, ScheduleResult, Task, TaskScheduler
-from .runtime import FORMAT, FORMAT_VERSION, MANIFEST, load
+from .runtime import FORMAT, MANIFEST, load
 from .workloads import Workload, load_operator_list, merge_duplicates
 
 __all__ = ["BuildResult", "build", "export", "numpy_reference"]
@@ -145,9 +145,15 @@ def export(
     its parameters in the compute's order (inputs then output) in the kernel's layout; a weight
     the schedule packs comes with a ``<function>__pack_<param>`` function that packs it.
 
+    On a CUDA target (``cuda -tensorcore``) each kernel is instead built by nvcc into
+    ``out_dir/kernels/<function>.cubin`` (beside its CUDA source), and its entry holds the
+    launch manifest (grid, block, shared bytes, arguments) that the CuPy dispatcher runs
+    (:mod:`heronlike.library.cuda`); no GPU is needed to export.
+
     Raises:
         InvalidArgumentError: no entries, or entries of different targets.
-        RuntimeError: TVM failed to compile (a record that no longer builds).
+        RuntimeError: TVM or nvcc failed to compile (a record that no longer builds), or a
+            CUDA kernel spills or exceeds the target's limits.
     """
     import tvm
 
@@ -159,13 +165,16 @@ def export(
     if len(targets) != 1:
         raise InvalidArgumentError(f"entries of several targets: {sorted(targets)}")
     target = entries[0][1].target
+    cuda = str(getattr(target, "device", "cpu")).startswith("cuda")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     funcs: dict[str, Any] = {}
+    modules: dict[str, Any] = {}
     kernels = []
     for index, (w, space, rec) in enumerate(entries):
         symbol = _symbol(w.op, index, w.params, w.dtype)
         sch = space.apply(rec.assignment)
+        modules[symbol] = sch.mod
         funcs[symbol] = sch.mod["main"].with_attr("global_symbol", symbol)
         params = []
         outputs = set(space.logical.outputs)
@@ -175,9 +184,10 @@ def export(
             pack = None
             packed_shape = kshape
             if layout is not None:
-                if lp.name in outputs:
+                if lp.name in outputs or cuda:
+                    where = "the output" if lp.name in outputs else "on a CUDA target,"
                     raise InvalidArgumentError(
-                        f"{w.label}: the output {lp.name} is packed; not supported by export"
+                        f"{w.label}: {where} {lp.name} is packed; not supported by export"
                     )
                 pack = f"{symbol}__pack_{lp.name}"
                 funcs[pack] = _pack_function(kshape, lp.dtype, layout, pack)
@@ -215,14 +225,24 @@ def export(
             }
         )
     t0 = time.perf_counter()
-    executable = tvm.compile(tvm.IRModule(funcs), target=tvm.target.Target(target.tvm_target()))
-    tmp = out / (LIBRARY_FILE + ".tmp.so")
-    executable.export_library(str(tmp))
-    tmp.replace(out / LIBRARY_FILE)
+    if cuda:  # one cubin per kernel, launched through CuPy (heronlike.library.cuda)
+        from .cuda import CUDA_FORMAT_VERSION, CUDA_RUNTIME, write_cubins
+
+        write_cubins(kernels, modules, out, target)
+        stored: dict[str, Any] = {
+            "format_version": CUDA_FORMAT_VERSION,
+            "library": None,
+            "runtime": CUDA_RUNTIME,
+        }
+    else:
+        executable = tvm.compile(tvm.IRModule(funcs), target=tvm.target.Target(target.tvm_target()))
+        tmp = out / (LIBRARY_FILE + ".tmp.so")
+        executable.export_library(str(tmp))
+        tmp.replace(out / LIBRARY_FILE)
+        stored = {"format_version": 1, "library": LIBRARY_FILE, "runtime": "tvm"}
     manifest = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "library": LIBRARY_FILE,
+        **stored,
         "target": target.key,
         "tvm_target": target.tvm_target(),
         "versions": current_versions(),
@@ -317,6 +337,24 @@ def check_library(path: str | Path, seed: int = 0) -> dict[str, bool]:
     return result
 
 
+def runs_here(target: Any) -> bool:
+    """Whether this machine can run ``target``'s kernels to check a library: always for a CPU
+    target; for a CUDA target when CuPy sees a GPU (asked in a subprocess,
+    :func:`heronlike.measure.cupy_runner.gpu_probe`). Warns when it cannot."""
+    if getattr(target, "runs_in_process", True):
+        return True
+    from ..measure.cupy_runner import gpu_probe
+
+    probe = gpu_probe()
+    if probe.devices == 0:
+        warnings.warn(
+            f"the library's kernels are not checked: {probe.reason} (check it on a GPU "
+            "machine with heronlike.library.check_library(path))",
+            stacklevel=3,
+        )
+    return probe.devices > 0
+
+
 def build(
     operators: str | Path | Iterable[Workload | Mapping[str, Any]],
     target: str | Mapping[str, Any] | Any = "dlboost",
@@ -364,6 +402,8 @@ def build(
         batch, dtype: passed to :func:`~heronlike.library.workloads.load_operator_list`.
         check: run every kernel of the exported library on random inputs against numpy
             (bit-exact for integers) and record the outcome in the manifest (``checked``).
+            A CUDA library is checked only where CuPy sees a GPU (else a warning, and
+            ``checked`` is None).
 
     Returns:
         A :class:`BuildResult`; ``missing`` lists workloads left out (no valid record).
@@ -460,7 +500,7 @@ def build(
     return finish_build(
         out_dir,
         manifest,
-        (lambda: check_library(out_dir, seed=seed)) if check else None,
+        (lambda: check_library(out_dir, seed=seed)) if check and runs_here(tgt) else None,
         schedule=schedule,
         workloads=workloads,
         missing=missing,

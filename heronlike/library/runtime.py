@@ -41,7 +41,9 @@ __all__ = [
 ]
 
 FORMAT = "heronlike-library"
-FORMAT_VERSION = 1
+#: the newest manifest format this reads: 1 is a TVM shared library (``runtime`` ``"tvm"``),
+#: 2 a CUDA library of cubins launched through CuPy (``runtime`` ``"cupy"``)
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 
 
@@ -121,20 +123,31 @@ class KernelInfo:
 _ATTRS = ("stride", "pad", "dilation", "groups", "output_padding")
 
 
-def _logical(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def to_logical(array: Any, shape: tuple[int, ...], xp: Any = np) -> Any:
+    """A kernel-shaped output ``array`` in its logical ``shape``: a row-major reshape (another
+    rank) or the leading corner (zero-padded dimensions). ``xp``: numpy or cupy."""
     if array.shape == shape:
         return array
     if array.ndim != len(shape):
         return array.reshape(shape)
-    return np.ascontiguousarray(array[tuple(slice(0, d) for d in shape)])
+    return xp.ascontiguousarray(array[tuple(slice(0, d) for d in shape)])
 
 
-def _to_kernel_shape(arr: np.ndarray, p: ParamInfo) -> np.ndarray:
+def to_kernel_shape(arr: Any, p: ParamInfo, xp: Any = np) -> Any:
+    """A logical-shaped input ``arr`` in parameter ``p``'s kernel shape: contiguous, reshaped
+    row-major (another rank) or zero-padded at the end of each dimension. ``xp``: numpy or
+    cupy."""
     if arr.shape == p.kernel_shape:
-        return np.ascontiguousarray(arr)
+        return xp.ascontiguousarray(arr)
     if arr.size == math.prod(p.kernel_shape) and arr.ndim != len(p.kernel_shape):
-        return np.ascontiguousarray(arr).reshape(p.kernel_shape)
-    return np.pad(arr, [(0, k - d) for d, k in zip(arr.shape, p.kernel_shape, strict=True)])
+        return xp.ascontiguousarray(arr).reshape(p.kernel_shape)
+    return xp.pad(arr, [(0, k - d) for d, k in zip(arr.shape, p.kernel_shape, strict=True)])
+
+
+def _dtype_name(array: Any) -> str:
+    """The dtype of a numpy or CuPy array (CuPy refuses ``np.asarray``), or of array-likes."""
+    dtype = getattr(array, "dtype", None)
+    return str(dtype) if dtype is not None else str(np.asarray(array).dtype)
 
 
 class Library:
@@ -191,7 +204,7 @@ class Library:
             KernelNotFoundError: no kernel of ``op`` has these input shapes and dtypes and
                 attributes, or several match (name the attribute that tells them apart).
         """
-        given = tuple((str(np.asarray(a).dtype), tuple(np.shape(a))) for a in inputs)
+        given = tuple((_dtype_name(a), tuple(np.shape(a))) for a in inputs)
         candidates = [k for k in self.kernels if k.op == op]
         found = [
             k
@@ -249,7 +262,7 @@ class Library:
             if p.role == "output":
                 arr = np.zeros(p.kernel_shape, p.dtype)
             else:
-                arr = _to_kernel_shape(np.asarray(next(given)), p)
+                arr = to_kernel_shape(np.asarray(next(given)), p)
             t = tvm.runtime.tensor(arr, dev)
             if p.pack:
                 packed = tvm.runtime.tensor(np.zeros(p.packed_shape, p.dtype), dev)
@@ -259,7 +272,7 @@ class Library:
             if p.role == "output":
                 outs.append((p, t))
         self._function(kernel.function)(*tensors)
-        result = tuple(_logical(t.numpy(), p.shape) for p, t in outs)
+        result = tuple(to_logical(t.numpy(), p.shape) for p, t in outs)
         return result[0] if len(result) == 1 else result
 
     def call(
@@ -340,12 +353,15 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 
 
 def load(path: str | Path) -> Library:
-    """Load the library in folder ``path`` (``manifest.json`` plus the shared library it names).
+    """Load the library in folder ``path`` (``manifest.json`` plus the shared library it names,
+    or, for a CUDA library, its cubins: a :class:`heronlike.library.cuda.CudaLibrary`, which
+    needs CuPy to run kernels and no TVM).
 
     Warns (UserWarning) when the installed TVM differs from the one that built the library.
 
     Raises:
-        LibraryFormatError: see :func:`read_manifest`; or the shared library is missing.
+        LibraryFormatError: see :func:`read_manifest`; or the shared library or a cubin is
+            missing.
         InvalidArgumentError: ``path`` is not a str or path.
     """
     if not isinstance(path, str | Path):
@@ -354,6 +370,10 @@ def load(path: str | Path) -> Library:
     if folder.is_file():
         folder = folder.parent
     manifest = read_manifest(folder)
+    if manifest.get("runtime") == "cupy":
+        from .cuda import CudaLibrary
+
+        return CudaLibrary(folder, manifest)
     so = folder / str(manifest["library"])
     if not so.is_file():
         raise LibraryFormatError(f"{so}: the library's shared object is missing")
