@@ -337,20 +337,40 @@ def tensorize_last(sch: s_tir.Schedule, block: Any, count: int, intrinsic: str) 
     sch.tensorize(sch.get_loops(block)[-count], intrinsic)
 
 
-def software_pipeline(sch: s_tir.Schedule, loop: Any, stages: int, asynchronous: int = 0) -> None:
+def software_pipeline(
+    sch: s_tir.Schedule,
+    loop: Any,
+    stages: int,
+    asynchronous: int = 0,
+    inner: Any = None,
+    inner_stages: int = 1,
+) -> None:
     """Pipeline ``loop`` in ``stages`` stages (nothing when ``stages`` is 1 or less): its
     children but the last (the shared-memory fetches) run ``stages - 1`` iterations ahead of
     the last (the computation), which TVM's ``InjectSoftwarePipeline`` implements with
     ``stages`` versions of each buffer they write. With ``asynchronous`` the fetches are the
     pipeline's async stage (``software_pipeline_async_stages = [0]``): built with the
     ``PassContext`` option ``tirx.use_async_copy``, their global-to-shared copies become
-    ``cp.async`` (sm_80+) with commit/wait groups."""
+    ``cp.async`` (sm_80+) with commit/wait groups.
+
+    ``inner`` (a loop inside ``loop``, its last child) is pipelined the same way in
+    ``inner_stages`` stages when that is 2 or more: register double buffering of the
+    fragments its first children load. TVM expands the inner pipeline first, so its prologue
+    and epilogue join ``loop``'s children (stage ``stages - 1``, after the fetches)."""
+    nested = 0
+    if inner is not None and inner_stages > 1:
+        body = sch.get(inner).body
+        count = len(body.seq) if hasattr(body, "seq") else len(sch.get_child_blocks(inner))
+        sch.annotate(inner, "software_pipeline_stage", [0] * (count - 1) + [inner_stages - 1])
+        sch.annotate(inner, "software_pipeline_order", list(range(count)))
+        nested = 2
     if stages <= 1:
         return
     children = len(sch.get_child_blocks(loop))
     body = sch.get(loop).body
-    count = len(body.seq) if hasattr(body, "seq") else children
-    sch.annotate(loop, "software_pipeline_stage", [0] * (count - 1) + [stages - 1])
+    count = (len(body.seq) if hasattr(body, "seq") else children) + nested
+    stage = [0] * (count - 1 - nested) + [stages - 1] * (1 + nested)
+    sch.annotate(loop, "software_pipeline_stage", stage)
     sch.annotate(loop, "software_pipeline_order", list(range(count)))
     if asynchronous:
         sch.annotate(loop, "software_pipeline_async_stages", [0])

@@ -113,6 +113,10 @@ class TensorCoreTiling(Rule):
         split_k_waves: a split (factor > 1) keeps the grid within this many waves of one
             block per SM (``blocks · split_k ≤ waves · SMs``): split-K is for grids too small
             to fill the GPU.
+        fragment_stages: candidate pipeline depths of the operand fragments along the inner
+            reduction loop (``R1``): 2 loads the next step's fragments while this step's are
+            multiplied (register double buffering, twice the operand fragment registers);
+            offered where ``R1`` takes two steps at least.
         swizzle: offer the ``swizzle`` knob (XOR-permuted shared tiles instead of row
             padding) where the family has an ``ldmatrix`` group.
         raster: split the m axis's block tiles into groups (level ``SR``, a knob) ordered
@@ -134,6 +138,7 @@ class TensorCoreTiling(Rule):
         stages: Sequence[int] = (1, 2, 3, 4),
         split_k: Sequence[int] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32),
         split_k_waves: int = 2,
+        fragment_stages: Sequence[int] = (1, 2),
         swizzle: bool = True,
         raster: bool = True,
         register_reserve: int = 64,
@@ -148,6 +153,7 @@ class TensorCoreTiling(Rule):
         self.stages = tuple(stages)
         self.split_k = tuple(split_k)
         self.split_k_waves = split_k_waves
+        self.fragment_stages = tuple(fragment_stages)
         self.swizzle = swizzle
         self.raster = raster
         self.register_reserve = register_reserve
@@ -303,7 +309,33 @@ class TensorCoreTiling(Rule):
             + (" (cp.async when > 1)" if asynchronous else " (double buffer when 2)"),
         )
         csp.add(In(stages, choices))
-        ctx.step("software_pipeline", Sym(r0.sym), Ref(stages), int(asynchronous))
+        # register double buffering: the same pass on the R1 loop, where the fragments are
+        # loaded (two copies of each operand fragment buffer)
+        fragment_stages = csp.var(
+            f"{stage}.fragment_stages",
+            1,
+            max(self.fragment_stages),
+            knob=True,
+            doc="pipeline stages of the operand fragments (2: register double buffering)",
+        )
+        csp.add(In(fragment_stages, self.fragment_stages))
+        least_steps = csp.var(f"{stage}.fragment_stages.least_steps", 1, 2)
+        csp.add(
+            Select(
+                least_steps,
+                fragment_stages,
+                tuple(min(s, 2) or 1 for s in range(max(self.fragment_stages) + 1)),
+            )
+        )
+        csp.add(Le(least_steps, r1.extent))
+        ctx.step(
+            "software_pipeline",
+            Sym(r0.sym),
+            Ref(stages),
+            int(asynchronous),
+            Sym(r1.sym),
+            Ref(fragment_stages),
+        )
         # the pipeline's epilogue waits for fewer copy groups on each of its last steps: the
         # wait counts must be constants, so from 3 stages on the epilogue is unrolled in TIR
         st.extra["unroll_explicit"] = Choice(
@@ -361,9 +393,12 @@ class TensorCoreTiling(Rule):
             size = csp.var(f"{stage}.{role}.fragment_registers", 1, max(per))
             csp.add(Select(size, shape, tuple(per)))
             regs = csp.var(
-                f"{stage}.{role}.registers", 1, _upper(csp, count) * max(per), doc="per thread"
+                f"{stage}.{role}.registers",
+                1,
+                _upper(csp, count) * max(per) * max(self.fragment_stages),
+                doc="per thread",
             )
-            csp.add(Prod(regs, (count, size)))
+            csp.add(Prod(regs, (count, size, fragment_stages)))
             operand_regs.append(regs)
         # the register file: every thread of the block holds its accumulators, its operand
         # fragments, addresses and indices (a reserve); ptxas checks the real count

@@ -194,22 +194,45 @@ def test_blocks_are_rasterised_in_groups_of_m_tiles() -> None:
             assert _block_tile(space, a, b) == (g * group + rest % group, rest // group), b
 
 
+def test_fragment_double_buffering_pipelines_the_inner_loop() -> None:
+    """``fragment_stages`` 2 pipelines the fragment step (R1) too: the inner loop gets stages
+    [0, 0, 1], the outer loop (when pipelined) counts the inner prologue and epilogue among
+    its children, each operand's fragment registers double, and it needs two R1 steps."""
+    import re
+
+    space = generate_space(ops.gemm(64, 128, 512, dtype="float16"), TC)
+    for seed, stages in ((0, 1), (1, 3)):
+        (a,) = sample(space, 1, seed, **{"C.fragment_stages": 2, "C.stages": stages})
+        assert a["C.v_k.R1"] >= 2
+        for role in ("a", "b"):
+            held = a[f"C.{role}.fragments"] * a[f"C.{role}.fragment_registers"]
+            assert a[f"C.{role}.registers"] == 2 * held
+        script = space.apply(a).mod.script()
+        found = re.findall(r'"software_pipeline_stage": \[([0-9, ]+)\]', script)
+        want = ["0, 0, 1"] if stages == 1 else [f"0, 0, {stages - 1}, {stages - 1}, {stages - 1}"]
+        assert sorted(found) == sorted(want + (["0, 0, 1"] if stages > 1 else [])), found
+    with pytest.raises(Exception, match="infeasible|no solution|Infeasible"):
+        sample(space, 1, 0, **{"C.fragment_stages": 2, "C.v_k.R1": 1})
+
+
 # -- cubins and SASS ------------------------------------------------------------------------------
 
 
 @needs_nvcc
 def test_pipelined_and_split_k_cubins_build_without_spills(tmp_path: Path) -> None:
-    """A handful of candidates of a small GEMM (1, 2 and 4 stages; 3 stages with split-K 4), built
-    by nvcc for sm_90: none spills; with cuobjdump, the SASS has ``LDGSTS`` (cp.async) exactly
+    """A handful of candidates of a small GEMM (1, 2 and 4 stages; 3 stages with split-K 4;
+    fragment double buffering with 2 stages, and with split-K 2), built by nvcc for sm_90:
+    none spills; with cuobjdump, the SASS has ``LDGSTS`` (cp.async) exactly
     when pipelined and ``HMMA`` always; the split-K ones have a partial-sum and a sum kernel."""
     space = generate_space(ops.gemm(64, 128, 512, dtype="float16"), TC)
-    wanted = [(1, 1), (2, 1), (4, 1), (3, 4)]  # (stages, split_k)
+    # (stages, split_k, fragment_stages)
+    wanted = [(1, 1, 1), (2, 1, 1), (4, 1, 1), (3, 4, 1), (2, 1, 2), (1, 2, 2)]
     samples = [
-        sample(space, 1, seed=10 + i, **{"C.stages": s, "C.split_k": f})[0]
-        for i, (s, f) in enumerate(wanted)
+        sample(space, 1, seed=10 + i, **{"C.stages": s, "C.split_k": f, "C.fragment_stages": r})[0]
+        for i, (s, f, r) in enumerate(wanted)
     ]
-    built = build_checked(space, samples, [f for _, f in wanted])
-    for (info, sass), (stages, split) in zip(built, wanted, strict=True):
+    built = build_checked(space, samples, [f for _, f, _ in wanted])
+    for (info, sass), (stages, split, _) in zip(built, wanted, strict=True):
         assert len(info["kernels"]) == (1 if split == 1 else 2)
         if sass is not None:
             assert sass.get("HMMA", 0) > 0
