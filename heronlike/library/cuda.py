@@ -102,7 +102,8 @@ class CudaLibrary(Library):
     Inputs may be numpy or CuPy arrays of the kernel's dtypes and logical shapes; the outputs
     are CuPy arrays when any input is one (nothing is copied back to the host, and the launch
     is asynchronous on CuPy's current stream), else numpy arrays. CUDA is initialised on the
-    first call, not at load.
+    first call, not at load. The calls of one split-K kernel share its partial-sum workspace:
+    issue them on one stream.
     """
 
     def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
