@@ -26,7 +26,15 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..records import VERSION_KEYS, Records, TrialRecord, current_versions
 from ..scheduler import RoundInfo, ScheduleResult, Task, TaskScheduler
-from .runtime import FORMAT, MANIFEST, load
+from .runtime import (
+    CUDA_FORMAT_VERSION,
+    CUDA_RUNTIME,
+    FORMAT,
+    MANIFEST,
+    TVM_FORMAT_VERSION,
+    TVM_RUNTIME,
+    load,
+)
 from .workloads import Workload, load_operator_list, merge_duplicates
 
 __all__ = ["BuildResult", "build", "export", "numpy_reference"]
@@ -226,7 +234,7 @@ def export(
         )
     t0 = time.perf_counter()
     if cuda:  # one cubin per kernel, launched through CuPy (heronlike.library.cuda)
-        from .cuda import CUDA_FORMAT_VERSION, CUDA_RUNTIME, write_cubins
+        from .cuda import write_cubins
 
         write_cubins(kernels, modules, out, target)
         stored: dict[str, Any] = {
@@ -239,7 +247,11 @@ def export(
         tmp = out / (LIBRARY_FILE + ".tmp.so")
         executable.export_library(str(tmp))
         tmp.replace(out / LIBRARY_FILE)
-        stored = {"format_version": 1, "library": LIBRARY_FILE, "runtime": "tvm"}
+        stored = {
+            "format_version": TVM_FORMAT_VERSION,
+            "library": LIBRARY_FILE,
+            "runtime": TVM_RUNTIME,
+        }
     manifest = {
         "format": FORMAT,
         **stored,

@@ -31,14 +31,17 @@ import numpy as np
 
 from ..errors import CUPY_INSTALL_HINT, HostFeatureError, LibraryFormatError
 from ..measure.run_bundle import kernel_calls, launch_calls, load_kernels
-from .runtime import KernelInfo, Library, to_kernel_shape, to_logical
+from .runtime import (
+    CUDA_FORMAT_VERSION,
+    CUDA_RUNTIME,
+    KernelInfo,
+    Library,
+    to_kernel_shape,
+    to_logical,
+)
 
 __all__ = ["CUDA_FORMAT_VERSION", "CUDA_RUNTIME", "CudaLibrary", "write_cubins"]
 
-#: the manifest's ``runtime`` of a CUDA library
-CUDA_RUNTIME = "cupy"
-#: the manifest format version of a CUDA library (1 is the TVM shared-library format)
-CUDA_FORMAT_VERSION = 2
 #: the folder of the cubins and CUDA sources, inside the library folder
 KERNELS_DIR = "kernels"
 
@@ -58,8 +61,7 @@ def write_cubins(
     """
     import tvm
 
-    from ..measure.builder import import_modules, needed_imports
-    from ..measure.cuda import build_cuda
+    from ..measure.cuda import build_cuda  # (it imports what the lowering needs, once)
 
     folder = out / KERNELS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -67,7 +69,6 @@ def write_cubins(
     for entry in kernels:
         name = str(entry["function"])
         mod_json = tvm.ir.save_json(modules[name])
-        import_modules(needed_imports(mod_json, options))
         work = folder / f".{name}.build"
         path, kind, msg, info = build_cuda(mod_json, target.tvm_target(), str(work), options)
         if path is None:

@@ -44,6 +44,9 @@ FORMAT = "heronlike-library"
 #: the newest manifest format this reads: 1 is a TVM shared library (``runtime`` ``"tvm"``),
 #: 2 a CUDA library of cubins launched through CuPy (``runtime`` ``"cupy"``)
 FORMAT_VERSION = 2
+#: the manifest version and ``runtime`` of a TVM shared library and of a CUDA library
+TVM_FORMAT_VERSION, TVM_RUNTIME = 1, "tvm"
+CUDA_FORMAT_VERSION, CUDA_RUNTIME = 2, "cupy"
 MANIFEST = "manifest.json"
 
 
@@ -370,7 +373,7 @@ def load(path: str | Path) -> Library:
     if folder.is_file():
         folder = folder.parent
     manifest = read_manifest(folder)
-    if manifest.get("runtime") == "cupy":
+    if manifest.get("runtime") == CUDA_RUNTIME:
         from .cuda import CudaLibrary
 
         return CudaLibrary(folder, manifest)
