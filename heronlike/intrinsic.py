@@ -18,7 +18,7 @@ and the innermost axis of each role is tiled by the intrinsic's extent for that 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,16 @@ class Intrinsic:
             -> (thread, element)`` of one ``m × k`` / ``n × k`` / ``m × n`` fragment tile
             (e.g. TVM's ``shared_16x16_to_ldmatrix_32x8_layout``): the rules re-lay the
             fragment buffers by it before tensorizing; None for opaque fragments (WMMA).
+        pack_tile: the ``(n, k)`` tile of the packed B layout when it differs from the
+            intrinsic's own ``n × k`` (AMX reads its ``16 × 64`` int8 B tile from DL Boost's
+            ``16 × 4`` packed layout: rows of ``16 × 4`` bytes, one per 4 values of ``k``); None
+            means ``(n, k)``. With it, the packed weight's outer dimensions are ordered
+            ``(others, n, k)`` whatever the weight's own order, so the ``k`` tiles of one ``n``
+            block are contiguous.
+        register_tiles: for a target with a small register file of matrix tiles (AMX: 8 tiles
+            of 16 rows × 64 bytes), how many tiles one call holds per operand role ``"a"``,
+            ``"b"``, ``"c"``; the target's
+            :class:`~heronlike.rules.tensorize.RegisterTileBudget` sums them. Empty otherwise.
     """
 
     name: str
@@ -65,10 +75,35 @@ class Intrinsic:
     fragment_layout: Callable[[Any, Any], tuple[Any, Any]] | None = field(
         default=None, compare=False, repr=False
     )
+    pack_tile: tuple[int, int] | None = None
+    register_tiles: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def signature(self) -> str:
         return f"{self.a_dtype} x {self.b_dtype} -> {self.c_dtype}"
+
+    @property
+    def packed_tile(self) -> tuple[int, int]:
+        """The ``(n, k)`` tile of the packed B layout (:attr:`pack_tile` or ``(n, k)``)."""
+        return self.pack_tile or (self.n, self.k)
+
+
+def shape_family(intrinsics: Sequence[Intrinsic], intrinsic: Intrinsic) -> list[Intrinsic]:
+    """The intrinsics of ``intrinsics`` that compute what ``intrinsic`` computes at another
+    ``m × n`` shape: the same operand dtypes, the same ``k`` and packed B layout, and the same
+    kind (instruction groups with groups, one-instruction intrinsics with their like), in the
+    target's order. Tuning chooses among them with a knob (the ``<stage>.intrinsic`` variable).
+    """
+    return [
+        i
+        for i in intrinsics
+        if bool(i.group) == bool(intrinsic.group)
+        and (i.a_dtype, i.b_dtype, i.c_dtype)
+        == (intrinsic.a_dtype, intrinsic.b_dtype, intrinsic.c_dtype)
+        and i.k == intrinsic.k
+        and i.pack_b == intrinsic.pack_b
+        and (not i.pack_b or i.packed_tile == intrinsic.packed_tile)
+    ]
 
 
 @dataclass(frozen=True)

@@ -198,10 +198,34 @@ def tolerance(dag: ComputeDAG) -> tuple[float, float]:
     return rtol, rtol * math.sqrt(k)
 
 
+#: the ``.npz`` entry naming the arrays stored as bfloat16 bit patterns (see :func:`save_npz`)
+BFLOAT16_NAMES = "__bfloat16__"
+
+
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write ``arrays`` uncompressed to ``path`` (atomic rename) and return it."""
+    """Write ``arrays`` uncompressed to ``path`` (atomic rename) and return it. ``.npz`` has no
+    bfloat16 (``ml_dtypes``'s arrays come back as raw 2-byte voids), so such arrays are stored
+    as their uint16 bit patterns and named in the entry :data:`BFLOAT16_NAMES`;
+    :func:`load_npz` restores them."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
+    bf16 = [name for name, a in arrays.items() if a.dtype.name == "bfloat16"]
+    stored = {name: a.view(np.uint16) if name in bf16 else a for name, a in arrays.items()}
+    if bf16:
+        stored[BFLOAT16_NAMES] = np.array(bf16)
+    np.savez(tmp, **stored)
     tmp.replace(path)
     return path
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`save_npz` wrote, bfloat16 ones as bfloat16 again."""
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    names = arrays.pop(BFLOAT16_NAMES, None)
+    if names is not None:
+        import ml_dtypes
+
+        for name in names.tolist():
+            arrays[name] = arrays[name].view(ml_dtypes.bfloat16)
+    return arrays

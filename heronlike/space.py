@@ -104,8 +104,9 @@ class Space:
         """:meth:`prepare_args` for parameter ``index`` alone (a model's constant weight)."""
         param = self.logical.params[index]
         shape = tuple(int(d) for d in self.template.func.params[index].shape)
-        if arr.shape != shape and arr.size == int(np.prod(shape)) and len(arr.shape) != len(shape):
-            arr = np.ascontiguousarray(arr).reshape(shape)  # a normalized (reshaped) view
+        normal = tuple(self.dag.params[index].shape)  # the normalized shape, before padding
+        if arr.shape != normal and arr.size == int(np.prod(normal)):
+            arr = np.ascontiguousarray(arr).reshape(normal)  # a normalized (reshaped) view
         if arr.shape != shape and layout_may_pad(arr.shape, shape):
             arr = np.pad(arr, [(0, k - d) for d, k in zip(arr.shape, shape)])
         layout = self.packed.get(param.name)

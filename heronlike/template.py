@@ -75,19 +75,25 @@ class PackedLayout:
     ``tiles[d]`` is the tile size of dimension ``d`` (1 = untiled). The new layout is
     ``[x_0 // t_0, ..., x_r // t_r, x_a % t_a, x_b % t_b, ...]`` for the tiled dimensions
     ``a, b, ...`` in ``inner_order``. For the DL Boost weight ``W[n, k]`` with
-    ``tiles = (16, 4)`` this is ``W[n // 16, k // 4, n % 16, k % 4]``.
+    ``tiles = (16, 4)`` this is ``W[n // 16, k // 4, n % 16, k % 4]``. ``outer_order``
+    permutes the outer (tile index) dimensions (None: the buffer's order): AMX reads a weight
+    stored ``W[k, n]`` as ``W[n // 16, k // 4, n % 16, k % 4]`` (``outer_order = (1, 0)``).
     """
 
     tiles: tuple[int, ...]
     inner_order: tuple[int, ...]
+    outer_order: tuple[int, ...] | None = None
+
+    def _outer(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        return values if self.outer_order is None else tuple(values[d] for d in self.outer_order)
 
     def __call__(self, *idx: Any) -> tuple[Any, ...]:
         outer = tuple(x // t if t > 1 else x for x, t in zip(idx, self.tiles, strict=True))
-        return outer + tuple(idx[d] % self.tiles[d] for d in self.inner_order)
+        return self._outer(outer) + tuple(idx[d] % self.tiles[d] for d in self.inner_order)
 
     def packed_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         outer = tuple(s // t for s, t in zip(shape, self.tiles, strict=True))
-        return outer + tuple(self.tiles[d] for d in self.inner_order)
+        return self._outer(outer) + tuple(self.tiles[d] for d in self.inner_order)
 
     def pack(self, array: Any) -> Any:
         """Apply the layout to a numpy array (the one-time weight pre-packing)."""
@@ -103,7 +109,7 @@ class PackedLayout:
         rest = [2 * d + 1 for d in range(len(shape)) if d not in self.inner_order]
         # untiled dims have a tile axis of extent 1: keep it beside its outer axis
         order = []
-        for d in range(len(shape)):
+        for d in self.outer_order or range(len(shape)):
             order.append(outer[d])
             if 2 * d + 1 in rest:
                 order.append(2 * d + 1)
@@ -113,7 +119,9 @@ class PackedLayout:
 
     def __str__(self) -> str:
         names = [f"x{d}" for d in range(len(self.tiles))]
-        out = [f"{n} // {t}" if t > 1 else n for n, t in zip(names, self.tiles)]
+        out = list(
+            self._outer(tuple(f"{n} // {t}" if t > 1 else n for n, t in zip(names, self.tiles)))
+        )
         out += [f"{names[d]} % {self.tiles[d]}" for d in self.inner_order]
         return f"lambda {', '.join(names)}: ({', '.join(out)})"
 
@@ -331,6 +339,17 @@ def fragment_layout(
     sch.transform_layout(block, (access, 0), index)
 
 
+def cache_write_at(sch: s_tir.Schedule, block: Any, scope: str, loop: Any) -> tuple[Any]:
+    """``cache_write`` ``block``'s output into ``scope`` and compute the copy out at ``loop``
+    (``reverse_compute_at``), unless ``cache_write`` already placed it under ``loop`` (it does
+    when the output's consumer is attached there). Returns the copy block."""
+    copy = sch.cache_write(block, 0, scope)
+    target = sch.get(loop)
+    if not any(sch.get(lp).same_as(target) for lp in sch.get_loops(copy)):
+        sch.reverse_compute_at(copy, loop)
+    return (copy,)
+
+
 def tensorize_last(sch: s_tir.Schedule, block: Any, count: int, intrinsic: str) -> None:
     """``tensorize`` the sub-nest of ``block``'s last ``count`` loops with ``intrinsic`` (an
     accumulator fill whose loops are already the intrinsic's tile)."""
@@ -424,6 +443,7 @@ _HELPERS = {
     "tensorize_tile": tensorize_tile,
     "fragment_layout": fragment_layout,
     "tensorize_last": tensorize_last,
+    "cache_write_at": cache_write_at,
     "software_pipeline": software_pipeline,
     "split_k": split_k,
 }

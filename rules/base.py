@@ -55,8 +55,9 @@ class StageState:
     write_back: Sym | None = None
     #: operands staged in scratchpads: (cache block, buffer, tiling levels it may be computed at)
     cached_reads: list[tuple[Sym, str, tuple[str, ...]]] = field(default_factory=list)
-    #: intrinsic tile per axis, fixed innermost split part (axis -> extent)
-    intrinsic_tile: dict[str, int] = field(default_factory=dict)
+    #: intrinsic tile per axis, fixed innermost split part (axis -> extent, or the variable
+    #: of a shape knob)
+    intrinsic_tile: dict[str, Operand] = field(default_factory=dict)
     applied: list[str] = field(default_factory=list)
     #: what one rule leaves for a later rule of the same target (e.g. the knob choosing an
     #: intrinsic group's shape), by key

@@ -60,7 +60,7 @@ from typing import Any
 from heronlike.csp import In, Le, Operand, Prod, Select, Sum
 from heronlike.dag import Access
 from heronlike.errors import UnsupportedShapeError
-from heronlike.intrinsic import Intrinsic, IntrinsicMatch
+from heronlike.intrinsic import Intrinsic, IntrinsicMatch, shape_family
 from heronlike.template import Choice, Ref, Sym
 
 from .base import Loop, Rule, RuleContext
@@ -74,13 +74,7 @@ GROUP_ROLES = ("fill", "load_a", "load_b", "compute", "store")
 
 def intrinsic_family(ctx: RuleContext, intrinsic: Intrinsic) -> list[Intrinsic]:
     """The target's intrinsic groups of the same dtypes as ``intrinsic``: one per shape."""
-    return [
-        i
-        for i in ctx.target.intrinsics
-        if i.group
-        and (i.a_dtype, i.b_dtype, i.c_dtype)
-        == (intrinsic.a_dtype, intrinsic.b_dtype, intrinsic.c_dtype)
-    ]
+    return shape_family(ctx.target.intrinsics, intrinsic)
 
 
 class TensorCoreTiling(Rule):

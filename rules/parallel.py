@@ -104,5 +104,8 @@ class UseAllCores(ConstraintRule):
                     continue
                 possible = 1
                 for axis in lp.axis.split("+"):
-                    possible *= st.stage.axis(axis).extent // st.intrinsic_tile.get(axis, 1)
+                    tile = st.intrinsic_tile.get(axis, 1)
+                    if not isinstance(tile, int):  # a shape knob: its smallest extent
+                        tile = min(ctx.csp.candidates(tile))
+                    possible *= st.stage.axis(axis).extent // tile
                 ctx.csp.add(Le(min(ctx.target.cores, possible), lp.extent))

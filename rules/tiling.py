@@ -115,6 +115,7 @@ class MultiLevelTiling(Rule):
             fixed, knob = self._permuted(ctx, stage)
             if knob is not None:  # a second reorder of the level's loops, in the knob's order
                 ctx.step("reorder", (*(Sym(lp.sym) for lp in fixed), knob))
+                st.extra[f"order@{self.order_level}"] = knob  # for rules that attach below it
 
         def location(level: str) -> Loop | Ordered:
             if knob is not None and level == self.order_level:

@@ -71,9 +71,12 @@ def thread_env(num_threads: int | None) -> dict[str, str]:
     return {var: str(n) for var in _THREAD_VARS}
 
 
-def _set_environ(env: Mapping[str, str]) -> None:
-    """Worker initializer: (re)apply ``env`` inside the worker before anything runs."""
+def _set_environ(env: Mapping[str, str], setup: Callable[[], None] | None = None) -> None:
+    """Worker initializer: (re)apply ``env`` inside the worker before anything runs, then call
+    ``setup`` (a target's per-process preparation, e.g. an OS permission request)."""
     os.environ.update(env)
+    if setup is not None:
+        setup()
 
 
 def short_error(exc: BaseException, *, max_lines: int = 6, max_chars: int = 1000) -> str:
@@ -364,7 +367,6 @@ _NPZ_CACHE: dict[str, tuple[tuple[str, int, int], dict[str, Any]]] = {}
 
 
 def _load_npz_cached(path: str, role: str) -> dict[str, Any]:
-    import numpy as np
 
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
@@ -372,8 +374,9 @@ def _load_npz_cached(path: str, role: str) -> dict[str, Any]:
     if hit is not None and hit[0] == key:
         return hit[1]
     _NPZ_CACHE.pop(role, None)  # drop the old arrays before loading the new ones
-    with np.load(path, allow_pickle=False) as npz:
-        arrays = {name: npz[name] for name in npz.files}
+    from heronlike.reference import load_npz
+
+    arrays = load_npz(path)
     _NPZ_CACHE[role] = (key, arrays)
     return arrays
 
@@ -468,6 +471,9 @@ class LocalRunner:
             a whole millisecond, as TVM requires).
         timeout_s: wall-clock limit per candidate in seconds (load + check + timing). Past it
             the worker is killed and replaced and the candidate recorded as ``"run_timeout"``.
+        setup: a module-level function (it is pickled by name) the worker calls once when it
+            starts, before any kernel runs: a target's per-process preparation (AMX asks Linux
+            for the tile data state); None for none.
 
     The worker starts on the first :meth:`run` (about 1 s: it imports TVM, not charged to any
     candidate's ``run_s``) and is reused.
@@ -482,6 +488,7 @@ class LocalRunner:
         repeat: int = 5,
         min_repeat_ms: float = 10.0,
         timeout_s: float = 30.0,
+        setup: Callable[[], None] | None = None,
     ) -> None:
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
@@ -493,7 +500,7 @@ class LocalRunner:
         self.min_repeat_ms = float(min_repeat_ms)
         self.timeout_s = float(timeout_s)
         env = thread_env(self.num_threads)
-        self._worker: ManagedWorker | None = ManagedWorker(_set_environ, (env,), env=env)
+        self._worker: ManagedWorker | None = ManagedWorker(_set_environ, (env, setup), env=env)
         self._lock = threading.Lock()
 
     def _require_worker(self) -> ManagedWorker:
