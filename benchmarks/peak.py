@@ -9,7 +9,9 @@ instruction. Operations are counted as the field counts them:
 * ``fma_f32_avx512`` ``vfmadd213ps zmm``: 16 lanes × 2 = 32 FLOP;
 * ``vnni_u8s8_avx512`` ``vpdpbusd zmm``: 16 lanes × 4 products × 2 = 128 int8 OP (AVX512-VNNI,
   DL Boost);
-* ``vnni_u8s8_avx`` ``vpdpbusd ymm`` (AVX-VNNI): 64 OP.
+* ``vnni_u8s8_avx`` ``vpdpbusd ymm`` (AVX-VNNI): 64 OP;
+* ``amx_u8s8_tile`` ``tdpbusd`` on AMX tiles: 16 × 16 × 64 × 2 = 32768 int8 OP (4 accumulator
+  tiles; :func:`tile_kernel_source`).
 
 Kernels the CPU lacks are skipped (checked with ``/proc/cpuinfo`` flags). Each kernel runs on
 ``threads`` OpenMP threads (default: 1 and every core this process may use), ``repeats`` times;
@@ -82,6 +84,17 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         "%{vex%} vpdpbusd %[y], %[x], %[a]",  # {vex}: the AVX-VNNI encoding, not AVX512-VL
     ),
 }
+
+#: AMX tile kernels: name -> (cpuinfo flags needed, gcc -m flags, ops per instruction, the
+#: instruction): ``TILE_ACCUMULATORS`` independent ``16 x 16`` int32 accumulator tiles, each
+#: updated from two of the four source tiles per iteration. One ``tdpbusd`` is 16 x 16 x 64
+#: multiply-adds = 32768 int8 OP; a Sapphire Rapids core issues one per 16 cycles.
+TILE_KERNELS: dict[str, tuple[tuple[str, ...], str, int, str]] = {
+    "amx_u8s8_tile": (("amx_tile", "amx_int8"), "-mamx-tile -mamx-int8", 32768, "tdpbusd"),
+}
+#: accumulator tiles (tmm0-3) of a tile kernel; tmm4-7 hold the sources. Four chains cover the
+#: tdpbusd latency (52 cycles) at its issue rate (one per 16 cycles)
+TILE_ACCUMULATORS = 4
 
 #: vector type -> how accumulator ``i`` starts, from the runtime value ``s`` (see
 #: :func:`kernel_source`)
@@ -175,18 +188,81 @@ double {name}(long long iters, int threads) {{
 """
 
 
+def tile_kernel_source(name: str) -> str:
+    """The C function ``double <name>(long long iters, int threads)`` of an AMX tile kernel
+    (:data:`TILE_KERNELS`): each thread configures all eight tiles as 16 rows × 64 bytes
+    (``ldtilecfg``, which also zeroes them), then times ``iters`` iterations of one ``asm
+    volatile`` block of ``TILE_ACCUMULATORS`` instructions, ``tdpbusd`` into ``tmm0`` …
+    ``tmm3`` from the pairs of ``tmm4``/``tmm5`` (A) and ``tmm6``/``tmm7`` (B): registers
+    the compiler cannot allocate, so nothing can be merged. The process needs Linux's AMX
+    permission first (:func:`heronlike.dla_targets.amx.request_amx_permission`).
+
+    Raises:
+        KeyError: no tile kernel ``name``.
+    """
+    instr = TILE_KERNELS[name][3]
+    body = "\n                ".join(
+        f'"{instr} %%tmm{6 + i // 2}, %%tmm{4 + i % 2}, %%tmm{i}\\n\\t"'
+        for i in range(TILE_ACCUMULATORS)
+    )
+    return f"""
+/* seconds for `iters` iterations of {TILE_ACCUMULATORS} independent {instr} on `threads` threads */
+double {name}(long long iters, int threads) {{
+    double t0 = 0, t1 = 0;
+    #pragma omp parallel num_threads(threads)
+    {{
+        unsigned char config[64] = {{0}};
+        config[0] = 1;  /* palette 1 */
+        for (int t = 0; t < 8; ++t) {{
+            config[16 + 2 * t] = 64;  /* bytes per row (u16, little-endian) */
+            config[48 + t] = 16;  /* rows */
+        }}
+        _tile_loadconfig(config);
+        #pragma omp barrier
+        #pragma omp master
+        t0 = omp_get_wtime();
+        for (long long it = 0; it < iters; ++it)
+            __asm__ volatile(
+                {body}
+                ::: "memory");
+        #pragma omp barrier
+        #pragma omp master
+        t1 = omp_get_wtime();
+        _tile_release();
+    }}
+    return t1 - t0;
+}}
+"""
+
+
+def _spec(name: str) -> tuple[tuple[str, ...], str, int, int]:
+    """``(cpuinfo flags, gcc -m flags, ops per instruction, instructions per iteration)``."""
+    if name in TILE_KERNELS:
+        flags, mflags, ops, _ = TILE_KERNELS[name]
+        return flags, mflags, ops, TILE_ACCUMULATORS
+    flags, mflags, ops = KERNELS[name][:3]
+    return flags, mflags, ops, ACCUMULATORS
+
+
+def ops_per_instruction(name: str) -> int:
+    """Operations one instruction of kernel ``name`` counts (2 per multiply-add)."""
+    return _spec(name)[2]
+
+
 def source(names: list[str]) -> str:
     """The whole C file for kernels ``names``: includes, the ``volatile`` seeds and sink, one
-    :func:`kernel_source` function per name, and ``clock_chain`` (see :func:`measure_clock_hz`).
+    :func:`kernel_source` (or :func:`tile_kernel_source`) function per name, and
+    ``clock_chain`` (see :func:`measure_clock_hz`).
     """
-    return "\n".join([_PRELUDE, _CLOCK_SOURCE, *(kernel_source(n) for n in names)])
+    functions = [tile_kernel_source(n) if n in TILE_KERNELS else kernel_source(n) for n in names]
+    return "\n".join([_PRELUDE, _CLOCK_SOURCE, *functions])
 
 
 def gcc_command(names: list[str], opt: str = "-O2") -> list[str]:
     """The gcc command line (without input and output files) for kernels ``names``: ``opt``,
     ``-fopenmp`` and the union of the kernels' ``-m`` flags, so it needs only a gcc that knows
     those flags, not a CPU that has the instructions."""
-    flags = sorted({f for n in names for f in KERNELS[n][1].split()})
+    flags = sorted({f for n in names for f in _spec(n)[1].split()})
     return ["gcc", opt, "-fPIC", "-fopenmp", *flags]
 
 
@@ -260,7 +336,11 @@ def measure_peaks(
         subprocess.CalledProcessError: gcc failed (no gcc, or flags it does not know).
     """
     flags = cpu_flags()
-    names = [n for n, k in KERNELS.items() if set(k[0]) <= flags]
+    names = [n for n in (*KERNELS, *TILE_KERNELS) if set(_spec(n)[0]) <= flags]
+    if any(n in TILE_KERNELS for n in names):
+        from heronlike.dla_targets.amx import request_amx_permission
+
+        request_amx_permission()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = threads or sorted({1, int(cores or 1)})
     rows: list[dict[str, object]] = []
@@ -270,7 +350,8 @@ def measure_peaks(
     for name in names:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_longlong, ctypes.c_int]
-        ops_per_iter = KERNELS[name][2] * ACCUMULATORS
+        _, _, ops, count = _spec(name)
+        ops_per_iter = ops * count
         for t in threads:
             iters = 1 << 16
             while fn(iters, t) < seconds / 4:  # calibrate, and warm up the clocks
@@ -303,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print(f"clock {clock / 1e9:.2f} GHz (dependent adds, 1 thread)")
     for r in rows:
-        per_cycle = float(r["ops_per_s_per_core"]) / KERNELS[str(r["kernel"])][2] / clock
+        per_cycle = float(r["ops_per_s_per_core"]) / ops_per_instruction(str(r["kernel"])) / clock
         print(
             f"{r['kernel']:18s} {r['threads']:3d} threads  {r['ops_per_s'] / 1e9:8.1f} G op/s "
             f"({r['ops_per_s_per_core'] / 1e9:.1f} per core, {per_cycle:.2f} instructions "

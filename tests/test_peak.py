@@ -26,6 +26,7 @@ MULTIPLY = {
     "fma_f32_avx512": (r"vfmadd(132|213|231)ps", "zmm"),
     "vnni_u8s8_avx512": (r"vpdpbusd", "zmm"),
     "vnni_u8s8_avx": (r"vpdpbusd", "ymm"),
+    "amx_u8s8_tile": (r"tdpbusd", "tmm"),
 }
 FMA_PORTS = 2  # FMA / VNNI instructions a core issues per cycle at most (Zen 3/4, Intel)
 SLACK = 1.25  # clock measured on integer adds vs. under vector load; the merged chain read 1.5x
@@ -113,6 +114,24 @@ def test_loop_has_one_instruction_per_accumulator(name: str, opt: str) -> None:
         pytest.skip(f"gcc does not know {peak.KERNELS[name][1]}")
     loop = timed_loop(peak.compile_asm([name], opt), name)
     check_independent_accumulators(loop, name)
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_amx_loop_has_one_tdpbusd_per_accumulator_tile(opt: str) -> None:
+    """The AMX loop: ``TILE_ACCUMULATORS`` ``tdpbusd``, each into its own tile, which no other
+    one reads; the tiles are configured before the loop. Built here, run only on AMX."""
+    name = "amx_u8s8_tile"
+    if not _gcc_knows(peak.TILE_KERNELS[name][1]):
+        pytest.skip("gcc does not know -mamx-int8")
+    asm = peak.compile_asm([name], opt)
+    loop = timed_loop(asm, name)
+    muls = [x for x in loop if x.startswith("tdpbusd")]
+    assert len(muls) == peak.TILE_ACCUMULATORS, loop
+    dests = [_operands(x)[-1] for x in muls]
+    assert len(set(dests)) == peak.TILE_ACCUMULATORS
+    assert not {s for x in muls for s in _operands(x)[:-1]} & set(dests)
+    body = _function(asm, f"{name}._omp_fn.0")
+    assert any(x.startswith("ldtilecfg") for x in body[: body.index(loop[0])])
 
 
 def test_all_kernels_in_one_file_keep_their_loops() -> None:

@@ -310,3 +310,20 @@ def test_float_model_is_untouched() -> None:
     rewritten, report = rewrite_qdq(mod)
     assert not report.rewritten and not report.kept_float
     tvm.ir.assert_structural_equal(rewritten, mod)
+
+
+def test_qdq_cnn_on_amx_tiles_agrees_with_onnxruntime(tmp_path: Path) -> None:
+    """The same QDQ CNN on the AMX target: its integer convolutions run the tile micro-kernels
+    (``-emulate``: their loop nests, on any CPU) with the requantise fused, the rest TVM's
+    lowering, and the output agrees with ONNX Runtime's reference by the same rule."""
+    _, int8 = _qdq(tmp_path, _SmallCNN(), (1, 3, 16, 16))
+    target = "amx -emulate -num-cores=1"
+    tiled = [t for t in hm.extract_tasks(int8, target) if t.tunable]
+    assert len(tiled) == 4  # three convolutions and the linear layer
+    for task in tiled:
+        template = str(task.space.template)
+        assert "heronlike_amx_" in template and "_tir_round" in task.name, task.name
+    compiled = hm.compile_model(int8, target)
+    assert sum(c.source != "tvm" for c in compiled.choices) == 4, compiled.summary()
+    x = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype("float32")
+    assert_agrees(compiled(x), _ort(int8, x, reference=True), _output_scale(int8))

@@ -1,0 +1,166 @@
+"""The AMX target (dla_targets/amx.py): tile shapes as a knob within the 8-register budget,
+candidates that build for Sapphire Rapids with ``tdpbusd`` in their assembly, and (with
+``-emulate``, on any CPU) the same schedules computing what numpy computes."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from heronlike import ops
+from heronlike.dla_targets import amx
+from heronlike.errors import HostFeatureError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _asm(space, assignment) -> str:  # noqa: ANN001
+    import tvm
+
+    target = tvm.target.Target(space.target.tvm_target())
+    return str(tvm.compile(space.apply(assignment).mod, target=target).mod.inspect_source("asm"))
+
+
+def test_target_file_uses_only_public_names() -> None:
+    """A new accelerator is one file through the public interface: no private module or name
+    of heronlike is imported."""
+    tree = ast.parse((ROOT / "dla_targets" / "amx.py").read_text())
+    imported = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("heronlike"):
+            imported += [(node.module, a.name) for a in node.names]
+    assert imported
+    for module, name in imported:
+        assert not any(part.startswith("_") for part in module.split(".")), module
+        assert not name.startswith("_"), f"{module}.{name}"
+
+
+def test_shape_knob_within_tile_budget() -> None:
+    """Every sampled candidate holds at most 8 tiles; several shapes are sampled, and the
+    members that need more than 8 tiles (1x4, 2x3, 4x4 …) never are."""
+    from heronlike.sampler import RandSAT
+    from heronlike.space import generate_space
+
+    space = generate_space(ops.gemm(256, 256, 256, dtype="int8"), "amx")
+    family = amx.tile_intrinsics()
+    samples = RandSAT(space.csp, seed=0).sample(64)
+    assert len(samples) == 64
+    shapes = set()
+    for s in samples:
+        assert not space.csp.violations(s)
+        member = family[s["C.intrinsic"]]
+        tiles = member.register_tiles
+        assert tiles["a"] + tiles["b"] + tiles["c"] == s["C.tiles"] <= amx.TILE_REGISTERS
+        assert (s["C.v_i.T"], s["C.v_j.T"], s["C.v_k.T"]) == (member.m, member.n, member.k)
+        shapes.add((member.m, member.n))
+    assert {(16, 16), (32, 32)} <= shapes and len(shapes) >= 4
+    over = {(i.m, i.n) for i in family if sum(i.register_tiles.values()) > amx.TILE_REGISTERS}
+    assert over and not shapes & over
+
+
+@pytest.mark.parametrize(
+    "compute",
+    [
+        ops.gemm(128, 128, 256, dtype="int8"),
+        ops.bmm(2, 64, 64, 128, dtype="int8"),
+        ops.c2d(N=1, H=8, W=8, CI=64, CO=32, KH=3, KW=3, stride=1, pad=1, dtype="int8"),
+        ops.gemm(64, 96, 64, dtype="bfloat16"),
+    ],
+    ids=["gemm", "bmm", "c2d", "gemm-bf16"],
+)
+def test_candidates_build_for_sapphirerapids(compute) -> None:  # noqa: ANN001
+    """Sampled candidates build for ``-mcpu=sapphirerapids`` on any x86 host, and their
+    assembly is the micro-kernel's: the C tiles zeroed once per register tile, only A and B
+    tiles loaded in the reduction loop, ``tdpbusd`` into C tiles only, C stored once."""
+    from heronlike.intrinsic import shape_family
+    from heronlike.sampler import RandSAT
+    from heronlike.space import generate_space
+
+    space = generate_space(compute, "amx -mcpu=sapphirerapids")
+    ((stage, match),) = space.matches.items()
+    family = shape_family(space.target.intrinsics, match.intrinsic)
+    for s in RandSAT(space.csp, seed=1).sample(3):
+        member = family[s[f"{stage}.intrinsic"]]
+        c_tiles = member.register_tiles["c"]
+        asm = _asm(space, s)
+        check = amx.check_tile_assembly(asm, c_tiles)
+        assert check["ok"], check
+        instruction = "tdpbf16ps" if match.intrinsic.a_dtype == "bfloat16" else "tdpbusd"
+        assert re.search(rf"\b{instruction}\b", asm)
+
+
+def test_emulated_kernels_match_numpy(tmp_path: Path) -> None:
+    """With ``-emulate`` the AMX schedule (padding of an odd shape, packing, tiles, shape
+    knob) runs on this CPU, and its output equals numpy's on fresh inputs."""
+    import heronlike
+
+    rng = np.random.default_rng(3)
+    m, n, k = 40, 48, 100  # padded to 48 x 48 x 128 inside the kernel
+    result = heronlike.tune(
+        ops.gemm(m, n, k, dtype="int8"),
+        target="amx -emulate",
+        trials=4,
+        seed=0,
+        records=tmp_path / "records.sqlite",
+    )
+    assert result.correct and result.valid == 4
+    x = rng.integers(0, 256, (m, k), dtype=np.uint8)
+    w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    out = result.kernel(x, w)
+    np.testing.assert_array_equal(out, x.astype(np.int32) @ w.astype(np.int32).T)
+
+
+def test_emulated_bf16_kernel_matches_numpy(tmp_path: Path) -> None:
+    """bf16 × bf16 → fp32 on the tiles (VNNI-2 packed weight, k = 32 per tile row), emulated:
+    the output equals numpy's float32 product of the same bf16 values to float32 rounding."""
+    import ml_dtypes
+
+    import heronlike
+
+    rng = np.random.default_rng(4)
+    m, n, k = 24, 40, 72  # padded to 32 x 48 x 96 inside the kernel
+    result = heronlike.tune(
+        ops.gemm(m, n, k, dtype="bfloat16"),
+        target="amx -emulate",
+        trials=3,
+        seed=0,
+        records=tmp_path / "records.sqlite",
+    )
+    assert result.correct and result.valid == 3
+    x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
+    w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
+    want = x.astype(np.float32) @ w.astype(np.float32).T
+    np.testing.assert_allclose(result.kernel(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_emulated_convolution_matches_numpy(tmp_path: Path) -> None:
+    """A padded 3x3 convolution becomes an implicit GEMM on the tiles and computes numpy's."""
+    import heronlike
+
+    compute = ops.c2d(N=1, H=6, W=6, CI=16, CO=16, KH=3, KW=3, stride=1, pad=1, dtype="int8")
+    result = heronlike.tune(
+        compute, target="amx -emulate", trials=3, seed=0, records=tmp_path / "records.sqlite"
+    )
+    assert result.correct and result.valid == 3
+    assert "heronlike_amx_" in result.trace and "_reference" in result.trace
+
+
+def test_mcpu_without_amx_is_a_clear_error() -> None:
+    from heronlike import get_target
+
+    with pytest.raises(HostFeatureError, match="amx-tile"):
+        get_target("amx -mcpu=znver3").tvm_target()
+
+
+@pytest.mark.skipif(amx.host_has_amx(), reason="this CPU has AMX")
+def test_measuring_without_amx_names_the_missing_flags() -> None:
+    from heronlike import get_target
+
+    with pytest.raises(HostFeatureError, match="amx_tile"):
+        get_target("amx").check_host()
+    with pytest.raises(HostFeatureError, match="amx_int8"):
+        amx.request_amx_permission()
