@@ -199,8 +199,18 @@ class DLATarget(ABC):
             macs = [s for s in dag.stages if structural_match(s) is not None]
             if macs:
                 s = macs[0]
-                a, b, _ = structural_match(s)  # type: ignore[misc]
-                wanted = " or ".join(i.signature for i in self.intrinsics)
+                a, b, roles = structural_match(s)  # type: ignore[misc]
+                wanted = " or ".join(dict.fromkeys(i.signature for i in self.intrinsics))
+                signatures = {(i.a_dtype, i.b_dtype, i.c_dtype) for i in self.intrinsics}
+                if not roles["m"] and any(
+                    (x, y, s.write.dtype) in signatures
+                    for x, y in ((a.dtype, b.dtype), (b.dtype, a.dtype))
+                ):
+                    raise NoTensorizableStageError(
+                        f"target {self.names[0]}'s intrinsic tiles rows of A (an m axis: one "
+                        f"that indexes the output and A but not B); stage {s.name} has none "
+                        f"(a matrix-vector product)" + self.general_hint()
+                    )
                 raise UnsupportedDtypeError(
                     f"target {self.names[0]} runs {wanted}; stage {s.name} computes "
                     f"{a.dtype} x {b.dtype} -> {s.write.dtype}" + self.general_hint()
@@ -225,6 +235,16 @@ class DLATarget(ABC):
         """Raise :class:`~heronlike.errors.HostFeatureError` if this host cannot measure.
 
         The default accepts every host (a target measured remotely or simulated needs nothing).
+        """
+        return None
+
+    def prepare_process(self) -> None:
+        """Prepare this process to run the target's kernels (default: nothing). Called before
+        the first kernel runs in the tuning process (:meth:`check_host`), in a runner's worker,
+        in a loaded library and in a compiled model; AMX asks Linux for the tile state here.
+
+        Raises:
+            HostFeatureError: this process cannot run the kernels.
         """
         return None
 
@@ -254,6 +274,21 @@ class DLATarget(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.key}>"
+
+
+def prepare_process_for(key: str) -> None:
+    """:meth:`DLATarget.prepare_process` of the target a records or manifest ``key`` names
+    (e.g. ``"amx -mcpu=sapphirerapids -num-cores=2"``); nothing for a target not installed
+    here (its kernels were built elsewhere, nothing to prepare for).
+
+    Raises:
+        HostFeatureError: this process cannot run the target's kernels.
+    """
+    try:
+        target = get_target(key)
+    except UnknownTargetError:
+        return
+    target.prepare_process()
 
 
 def parse_target_string(text: str) -> tuple[str, dict[str, str | bool]]:

@@ -107,6 +107,7 @@ class CompiledModel:
         self.target_key = target_key
         self.device = tvm.cpu()
         self._vm = relax.VirtualMachine(executable, self.device)
+        self._prepared = False
 
     def _tensors(self, arrays: Sequence[Any]) -> list[Any]:
         if len(arrays) != len(self.inputs):
@@ -131,6 +132,11 @@ class CompiledModel:
         Raises:
             ModelInputError: a wrong number of inputs, or an input of the wrong shape or dtype.
         """
+        if not self._prepared and self.target_key:  # e.g. AMX: the tile state, first
+            from ..target import prepare_process_for
+
+            prepare_process_for(self.target_key)
+        self._prepared = True
         result = self._vm["main"](*self._tensors(arrays))
         outs = _numpy(result)
         return outs[0] if len(outs) == 1 else tuple(outs)
