@@ -10,7 +10,8 @@ CSV row per case.
 
 ``compare`` (needs ``amx_tile`` / ``amx_int8``): in one run, heronlike tuned on ``amx`` and on
 ``dlboost`` (VNNI) and PyTorch's int8 GEMM (``torch._int_mm``, oneDNN) through the suite's
-harness (``benchmarks/suite.py``: same threads and repeats), with % of the nominal AMX peak.
+harness (``benchmarks/suite.py``: same threads and repeats), with % of the AMX peak measured
+by ``benchmarks/peak.py``'s ``tdpbusd`` loop in the same run.
 
 Usage::
 
@@ -24,6 +25,7 @@ import argparse
 import collections
 import csv
 import datetime as dt
+import os
 import re
 import sys
 import time
@@ -86,25 +88,35 @@ def count_case(spec: str, samples: int, seed: int = 0) -> dict[str, Any]:
     }
 
 
-def compare_case(spec: str, trials: int, threads: int) -> dict[str, Any]:
+def measured_amx_peak(threads: int) -> float | None:
+    """The AMX int8 peak measured on this CPU by ``benchmarks/peak.py``'s ``tdpbusd`` loop on
+    ``threads`` threads (op/s), or None without AMX."""
+    from benchmarks import peak
+
+    rows = peak.measure_peaks(threads=[threads])
+    return next((float(r["ops_per_s"]) for r in rows if r["kernel"] == "amx_u8s8_tile"), None)
+
+
+def compare_case(spec: str, trials: int, threads: int, peak: float | None) -> dict[str, Any]:
     """Tune case ``spec`` on ``amx`` and on ``dlboost`` and time PyTorch's int8 path, in this
-    run; latencies in ms and each column's share of the nominal AMX peak."""
+    run; latencies in ms, each column's % of the measured AMX peak ``peak`` (op/s)."""
     import heronlike
-    from heronlike import get_target, ops
+    from heronlike import ops
 
     name, op, params, _ = parse_case(spec)
     compute = getattr(ops, op)(**params, dtype="int8")
-    row: dict[str, Any] = {"case": name, "params": params}
+    row: dict[str, Any] = {"case": name, "params": params, "threads": threads}
     flop = None
     for target in ("amx", "dlboost"):
-        result = heronlike.tune(compute, target=target, trials=trials, seed=0, records=None)
+        records = RESULTS.parent / "out" / f"amx_compare_{target}.sqlite"
+        records.parent.mkdir(parents=True, exist_ok=True)
+        result = heronlike.tune(compute, target=target, trials=trials, seed=0, records=records)
         row[f"{target}_ms"] = result.latency_s * 1e3 if result.latency_s else None
         row[f"{target}_valid"] = f"{result.valid}/{result.trials_run}"
         flop = result.flop
     torch_s, what = time_pytorch(op, params, threads)
     row["pytorch_ms"] = torch_s * 1e3 if torch_s else None
     row["pytorch"] = what
-    peak = get_target("amx").peak_ops_per_s()
     for col in ("amx", "dlboost", "pytorch"):
         ms = row[f"{col}_ms"]
         row[f"{col}_pct_peak"] = 100 * flop / (ms / 1e3) / peak if ms and peak and flop else None
@@ -137,15 +149,24 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     date = dt.date.today().isoformat()
     cpu = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-")[:24]
+    if args.command == "compare":
+        from heronlike.dla_targets import amx
+
+        if not amx.host_has_amx():
+            print(
+                f"compare needs an AMX CPU ({', '.join(amx.HOST_FLAGS)} in /proc/cpuinfo); "
+                "this one is " + cpu_model() + ". `count` runs on any x86 host.",
+                file=sys.stderr,
+            )
+            return 2
     rows = []
+    threads = args.threads or len(os.sched_getaffinity(0))
+    peak = measured_amx_peak(threads) if args.command == "compare" else None
     for spec in cases:
         if args.command == "count":
             row = count_case(spec, args.samples)
         else:
-            import os
-
-            threads = args.threads or len(os.sched_getaffinity(0))
-            row = compare_case(spec, args.trials, threads)
+            row = compare_case(spec, args.trials, threads, peak)
         print(row, flush=True)
         rows.append(row)
     _write(rows, args.csv or RESULTS / f"amx_{args.command}-sapphirerapids-{cpu}-{date}.csv")

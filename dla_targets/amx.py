@@ -1,39 +1,46 @@
-"""Intel AMX (Advanced Matrix Extensions, Sapphire Rapids and newer Xeons): int8 matrix tiles,
-written only against heronlike's public interface (:class:`heronlike.target.DLATarget`, the
-rules of :mod:`heronlike.rules` and the DL Boost target it extends).
+"""Intel AMX (Advanced Matrix Extensions, Sapphire Rapids and newer Xeons): int8 and bf16
+matrix tiles, written only against heronlike's public interface (:class:`heronlike.target.
+DLATarget`, the rules of :mod:`heronlike.rules` and the DL Boost target it extends).
 
 Hardware (Intel SDM vol. 1 ch. 18; Intel optimisation manual ch. 20): eight tile registers
 ``tmm0``-``tmm7``, each at most 16 rows × 64 bytes (1 KiB), shaped by ``ldtilecfg`` from a
 64-byte configuration (palette 1). ``tdpbusd tmmC, tmmA, tmmB`` multiplies a ``16 × 64`` uint8
 tile A by an int8 tile B held in the VNNI-4 layout (16 rows, one per 4 values of ``k``, of
 ``16 × 4`` bytes) and adds the ``16 × 16`` int32 products into C: 16 × 16 × 64 multiply-adds
-per instruction.
+per instruction. ``tdpbf16ps`` is the same on ``16 × 32`` bf16 tiles (VNNI-2: rows of ``16 × 2``
+values) into fp32.
 
-Intrinsics: a family of micro-kernels ``C[16·a, 16·b] += A[16·a, 64] · B[64, 16·b]`` for
-``a, b`` in 1-4 tiles, u8 × s8 → s32. One call configures the tiles, loads its ``a·b`` C
-tiles, ``a`` A tiles and ``b`` B tiles, issues ``a·b`` ``tdpbusd`` and stores the C tiles. The
-shape is a knob (``<stage>.intrinsic``) and :class:`~heronlike.rules.tensorize.RegisterTileBudget`
-keeps ``a·b + a + b`` within the 8 tile registers, so only 1×1, 1×2, 2×1, 2×2, 1×3 and 3×1 are
-sampled. B's VNNI-4 tile is exactly a run of 16 of DL Boost's packed ``16 × 4`` tiles (the
-weight layout ``W[n/16, k/4, 16, 4]``: :attr:`Intrinsic.pack_tile`), so the one-time
-pre-packing, the padding of any shape to the tile multiples (in the kernel, as on DL Boost)
-and the cache tiling above the tiles are DL Boost's rules.
+Intrinsics: per dtype (:class:`TileKind`) a family of micro-kernels ``C[16·a, 16·b] +=
+A[16·a, k] · B[k, 16·b]``, ``a, b`` in 1-4 tiles, each a group of three members that keep C in
+tile registers ``tmm0 … tmm(a·b-1)``: ``fill`` (``ldtilecfg``, ``tilezero``), ``compute``
+(``a`` A and ``b`` B tile loads, ``a·b`` products) and ``store`` (``tilestored``).
+:class:`~heronlike.rules.tensorize.AccumulateInTiles` caches one micro-kernel's accumulator at
+the innermost cache-tile loop (tiling ``S0 S1 R0 R1 T``), so C is zeroed, accumulated over the
+whole reduction and stored once per tile: per step of ``k``, ``a + b`` tile loads feed ``a·b``
+products (oneDNN's batch-reduce GEMM structure). The shape is a knob (``<stage>.intrinsic``) and
+:class:`~heronlike.rules.tensorize.RegisterTileBudget` keeps ``a·b + a + b`` within the 8 tile
+registers, so only 1×1, 1×2, 2×1, 2×2, 1×3 and 3×1 are sampled. B's tile is a run of 16 of
+DL Boost's packed ``16 × 4`` (bf16: ``16 × 2``) tiles (the weight layout ``W[n/16, k/4, 16,
+4]``, whatever W's own order: :attr:`Intrinsic.pack_tile`), so the one-time pre-packing, the
+padding of any shape to the tile multiples (in the kernel) and the cache tiling above the tiles
+are DL Boost's rules; channels-last convolutions become implicit GEMMs (:meth:`AMXTarget.
+normalize`).
 
 Target string: ``"amx"`` with ``-mcpu`` (default: the host CPU when it has AMX, else
 ``sapphirerapids``, so candidates build on any x86 host), ``-num-cores`` and ``-emulate``.
-``-emulate`` replaces each tile micro-kernel by the loop nest it computes (the intrinsic's
-description), compiled for this CPU: the schedule, packing, padding and fused epilogues of
-an AMX candidate then run and can be checked against numpy on a CPU without AMX. Its records
-key differs, and its timings say nothing of AMX.
+``-emulate`` replaces each member by the loop nest it computes (its description), compiled for
+this CPU: the schedule, packing, padding and fused epilogues of an AMX candidate then run and
+can be checked against numpy on a CPU without AMX. Its records key differs, and its timings
+say nothing of AMX.
 
-Measuring (without ``-emulate``) needs ``amx_tile`` and ``amx_int8`` in ``/proc/cpuinfo``
+Measuring (without ``-emulate``) needs :data:`HOST_FLAGS` in ``/proc/cpuinfo``
 (:class:`~heronlike.errors.HostFeatureError` otherwise) and Linux's permission to use the tile
-data state, which :func:`request_amx_permission` asks for (``arch_prctl(ARCH_REQ_XCOMP_PERM)``)
-in the tuning process and in the measuring worker before its first kernel. A program that
-loads AMX kernels from a library calls it once before the first call.
+data state, which :func:`request_amx_permission` asks for (``arch_prctl(ARCH_REQ_XCOMP_PERM)``,
+:meth:`AMXTarget.prepare_process`) in the tuning process, in the measuring worker, and before
+the first kernel of a loaded library or compiled model runs.
 
-Not yet: bf16 × bf16 → fp32 (``tdpbf16ps``), accumulators kept in tile registers across the
-reduction loop (each call reloads and stores its C tiles), and measurements on an AMX CPU.
+Not yet: any measurement on an AMX CPU (none was available), and a register level above the
+micro-kernel (two micro-kernels sharing loaded A or B tiles).
 """
 
 from __future__ import annotations
@@ -379,7 +386,7 @@ def _llvm_features(mcpu: str) -> tuple[str, ...]:
 
 
 def host_has_amx() -> bool:
-    """Whether this CPU reports AMX int8 tiles (``amx_tile`` and ``amx_int8``)."""
+    """Whether this CPU reports AMX tiles with int8 and bf16 (:data:`HOST_FLAGS`)."""
     flags = cpu_flags()
     return all(flag in flags for flag in HOST_FLAGS)
 
@@ -394,7 +401,7 @@ def request_amx_permission() -> None:
     """
     if not host_has_amx():
         raise HostFeatureError(
-            "this CPU has no AMX int8 tiles (amx_tile, amx_int8 in /proc/cpuinfo); use a "
+            f"this CPU has no AMX tiles ({', '.join(HOST_FLAGS)} in /proc/cpuinfo); use a "
             "Sapphire Rapids or newer Xeon, or the target 'amx -emulate' to check schedules"
         )
     libc = ctypes.CDLL(None, use_errno=True)
@@ -423,8 +430,9 @@ class AMXTarget(DLBoostTarget):
 
     def general_hint(self) -> str:
         return (
-            "; amx runs only u8 x s8 -> s32 reductions (a model's other layers are compiled "
-            'by TVM\'s lowering); tune such a compute with the target "llvm"'
+            "; amx runs only u8 x s8 -> s32 and bf16 x bf16 -> fp32 reductions over rows of A "
+            "(in a model, the other layers get TVM's lowering); tune such a compute with the "
+            'target "llvm"'
         )
 
     @property
@@ -482,7 +490,13 @@ class AMXTarget(DLBoostTarget):
             # the loop nests use what -mcpu may emit (AVX-512 on an Intel -mcpu)
             DLBoostTarget(mcpu=self.mcpu, general=True).check_host()
             return
-        request_amx_permission()
+        self.prepare_process()
+
+    def prepare_process(self) -> None:
+        """Ask Linux for the tile state (:func:`request_amx_permission`); nothing with
+        ``-emulate``."""
+        if not self.emulate:
+            request_amx_permission()
 
     def peak_ops_per_s(self) -> float | None:
         """Nominal AMX int8 peak: 2048 ops per cycle per core × cores × the CPU's maximum

@@ -158,9 +158,29 @@ def test_mcpu_without_amx_is_a_clear_error() -> None:
 
 @pytest.mark.skipif(amx.host_has_amx(), reason="this CPU has AMX")
 def test_measuring_without_amx_names_the_missing_flags() -> None:
+    """Before any tile instruction could kill the process with SIGILL: the tune's host check,
+    and a library's or compiled model's first call (``prepare_process_for`` its target key),
+    raise a HostFeatureError; ``-emulate`` and targets not installed here need nothing."""
     from heronlike import get_target
+    from heronlike.target import prepare_process_for
 
     with pytest.raises(HostFeatureError, match="amx_tile"):
         get_target("amx").check_host()
     with pytest.raises(HostFeatureError, match="amx_int8"):
         amx.request_amx_permission()
+    with pytest.raises(HostFeatureError, match="amx_bf16"):
+        prepare_process_for("amx -mcpu=sapphirerapids -num-cores=2")
+    prepare_process_for("amx -emulate -num-cores=2")
+    prepare_process_for("some_npu -cores=4")
+
+
+def test_computes_the_tiles_cannot_run_are_typed_errors() -> None:
+    """A matrix-vector product has no row axis for the tiles, a float32 GEMM the wrong dtypes:
+    each is a typed error naming why, before anything is built."""
+    from heronlike.errors import NoTensorizableStageError, UnsupportedDtypeError
+    from heronlike.space import generate_space
+
+    with pytest.raises(NoTensorizableStageError, match="m axis"):
+        generate_space(ops.gemv(256, 256, dtype="int8"), "amx")
+    with pytest.raises(UnsupportedDtypeError, match="float32 x float32"):
+        generate_space(ops.gemm(64, 64, 64, dtype="float32"), "amx")
