@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite import parse_case, time_pytorch  # noqa: E402
-from heronlike.host import cpu_model  # noqa: E402
+from heronlike.host import cpu_model, cpu_signature  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_CASES = ("G1", "B1", "C2D1")
@@ -128,8 +128,15 @@ def compare_case(spec: str, trials: int, threads: int, peak: float | None) -> di
 
 def _write(rows: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(dict.fromkeys(k for r in rows for k in r)) + ["cpu", "date"]
-    stamp = {"cpu": cpu_model(), "date": dt.date.today().isoformat()}
+    import tvm
+
+    stamp = {
+        "cpu_model": cpu_model(),
+        "cpu_signature": cpu_signature(),
+        "tvm_version": tvm.__version__,
+        "date": dt.date.today().isoformat(),
+    }
+    fields = list(dict.fromkeys(k for r in rows for k in r)) + list(stamp)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fields)
         writer.writeheader()

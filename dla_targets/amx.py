@@ -26,12 +26,12 @@ padding of any shape to the tile multiples (in the kernel) and the cache tiling 
 are DL Boost's rules; channels-last convolutions become implicit GEMMs (:meth:`AMXTarget.
 normalize`).
 
-Target string: ``"amx"`` with ``-mcpu`` (default: the host CPU when it has AMX, else
-``sapphirerapids``, so candidates build on any x86 host), ``-num-cores`` and ``-emulate``.
-``-emulate`` replaces each member by the loop nest it computes (its description), compiled for
-this CPU: the schedule, packing, padding and fused epilogues of an AMX candidate then run and
-can be checked against numpy on a CPU without AMX. Its records key differs, and its timings
-say nothing of AMX.
+Target string: ``"amx"`` with ``-mcpu`` (default: LLVM's name for the host CPU when it has
+AMX and LLVM knows it does, else ``sapphirerapids``, so candidates build on any x86 host),
+``-num-cores`` and ``-emulate``. ``-emulate`` replaces each member by the loop nest it computes
+(its description), compiled for this CPU: the schedule, packing, padding and fused epilogues of
+an AMX candidate then run and can be checked against numpy on a CPU without AMX. Its records
+key differs, and its timings say nothing of AMX.
 
 Measuring (without ``-emulate``) needs :data:`HOST_FLAGS` in ``/proc/cpuinfo``
 (:class:`~heronlike.errors.HostFeatureError` otherwise) and Linux's permission to use the tile
@@ -445,7 +445,10 @@ class AMXTarget(DLBoostTarget):
     def mcpu(self) -> str:
         if self.options.get("mcpu"):
             return str(self.options["mcpu"])
-        if self.emulate or host_has_amx():
+        if self.emulate:
+            return host_cpu()
+        # LLVM's guess of the host (a virtual machine may hide the model) if it has AMX
+        if host_has_amx() and set(_llvm_features(host_cpu())) == set(LLVM_FEATURES):
             return host_cpu()
         return "sapphirerapids"
 

@@ -735,6 +735,20 @@ TABLES: dict[str, Table] = {
             "python benchmarks/tensorcore.py count [--cases C1 --samples 300 --seed 1]",
             machine=("{cpu}, nvcc {nvcc_version:g}, TVM {tvm_version}",),
         ),
+        # ---- AMX
+        Table(
+            "amx-compile",
+            ("amx_count-*.csv",),
+            (
+                Col("case", "{case}"),
+                Col("shape", "{params}"),
+                Col("valid (CSP, built, tile assembly)", "{valid} of {samples}"),
+                Col("%", "{valid_pct:.1f}"),
+                Col("micro-kernel shapes sampled (m×n: count)", "{shapes}"),
+            ),
+            "python benchmarks/amx.py count --cases G1,G3,B1,C2D1,C2D2 --samples 64",
+            machine=("{cpu_model} ({cpu_signature}), -mcpu=sapphirerapids, TVM {tvm_version}",),
+        ),
         # ---- VTA
         Table(
             "vta-compare",
