@@ -15,7 +15,7 @@ by ``benchmarks/peak.py``'s ``tdpbusd`` loop in the same run.
 
 Usage::
 
-    python benchmarks/amx.py count --cases G1,B1,C2D1 --samples 32
+    python benchmarks/amx.py count --cases G1,B1,C2D1 --samples 32 --dtypes int8,bfloat16
     python benchmarks/amx.py compare --cases G1,B1,C2D1 --trials 200     # on an AMX host
 """
 
@@ -41,20 +41,33 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_CASES = ("G1", "B1", "C2D1")
 
 
-def count_case(spec: str, samples: int, seed: int = 0) -> dict[str, Any]:
-    """Sample, check and build ``samples`` candidates of case ``spec`` on ``amx`` for
-    Sapphire Rapids; return the CSV row (counts, shapes sampled, seconds)."""
+def count_case(spec: str, samples: int, seed: int = 0, dtype: str = "int8") -> dict[str, Any]:
+    """Sample, check and build ``samples`` candidates of case ``spec`` (``dtype``: ``int8`` or
+    ``bfloat16``) on ``amx`` for Sapphire Rapids; return the CSV row (counts, shapes sampled,
+    seconds)."""
     import tvm
 
     from heronlike import ops
     from heronlike.dla_targets import amx
+    from heronlike.errors import HeronlikeError
+    from heronlike.intrinsic import shape_family
     from heronlike.sampler import RandSAT
     from heronlike.space import generate_space
 
     name, op, params, _ = parse_case(spec)
-    space = generate_space(getattr(ops, op)(**params, dtype="int8"), "amx -mcpu=sapphirerapids")
-    (stage,) = space.matches
-    family = amx.tile_intrinsics()
+    row: dict[str, Any] = {
+        "case": name,
+        "op": op,
+        "dtype": dtype,
+        "params": " ".join(f"{k}={v}" for k, v in params.items()),
+    }
+    try:
+        compute = getattr(ops, op)(**params, dtype=dtype)
+        space = generate_space(compute, "amx -mcpu=sapphirerapids")
+    except HeronlikeError as err:  # a compute the tiles cannot run: a row that says why
+        return {**row, "samples": 0, "valid": 0, "failures": f"{type(err).__name__}: {err}"}
+    ((stage, match),) = space.matches.items()
+    family = shape_family(space.target.intrinsics, match.intrinsic)
     target = tvm.target.Target(space.target.tvm_target())
     t0 = time.perf_counter()
     drawn = RandSAT(space.csp, seed=seed).sample(samples)
@@ -74,9 +87,7 @@ def count_case(spec: str, samples: int, seed: int = 0) -> dict[str, Any]:
         built += 1
         with_tiles += ok_csp and amx.check_tile_assembly(asm, member.register_tiles["c"])["ok"]
     return {
-        "case": name,
-        "op": op,
-        "params": " ".join(f"{k}={v}" for k, v in params.items()),
+        **row,
         "samples": len(drawn),
         "in_budget": in_budget,
         "built": built,
@@ -149,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=("count", "compare"))
     ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
     ap.add_argument("--samples", type=int, default=32, help="count: candidates per case")
+    ap.add_argument("--dtypes", default="int8", help="count: int8 and/or bfloat16")
     ap.add_argument("--trials", type=int, default=200, help="compare: trials per target")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--csv", type=Path, default=None)
@@ -171,11 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     peak = measured_amx_peak(threads) if args.command == "compare" else None
     for spec in cases:
         if args.command == "count":
-            row = count_case(spec, args.samples)
+            found = [count_case(spec, args.samples, dtype=d) for d in args.dtypes.split(",")]
         else:
-            row = compare_case(spec, args.trials, threads, peak)
-        print(row, flush=True)
-        rows.append(row)
+            found = [compare_case(spec, args.trials, threads, peak)]
+        for row in found:
+            print(row, flush=True)
+        rows += found
     _write(rows, args.csv or RESULTS / f"amx_{args.command}-sapphirerapids-{cpu}-{date}.csv")
     return 0
 

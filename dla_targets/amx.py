@@ -472,10 +472,12 @@ class AMXTarget(DLBoostTarget):
         (:func:`heronlike.rules.gpu.implicit_gemm`): a tile's rows are 16 values of the
         output's fused ``n·oh·ow`` axis, whose im2col operand the rules then materialise
         before the tiles run (:class:`~heronlike.rules.inline.MaterializeOperand`)."""
+        preferred = {(i.a_dtype, i.b_dtype): i for i in reversed(self.intrinsics)}
         for stage in dag.stages:
-            match = match_intrinsic(stage, self.intrinsics[0])
-            if match is not None:
-                return implicit_gemm(match, dag.func)
+            for intrinsic in preferred.values():  # the 16x16 member of each dtype
+                match = match_intrinsic(stage, intrinsic)
+                if match is not None:
+                    return implicit_gemm(match, dag.func)
         return None
 
     def tvm_target(self) -> dict[str, Any]:

@@ -741,12 +741,14 @@ TABLES: dict[str, Table] = {
             ("amx_count-*.csv",),
             (
                 Col("case", "{case}"),
+                Col("dtype", "{dtype}"),
                 Col("shape", "{params}"),
                 Col("valid (CSP, built, tile assembly)", "{valid} of {samples}"),
                 Col("%", "{valid_pct:.1f}"),
                 Col("micro-kernel shapes sampled (m×n: count)", "{shapes}"),
             ),
-            "python benchmarks/amx.py count --cases G1,G3,B1,C2D1,C2D2 --samples 64",
+            "python benchmarks/amx.py count --cases G1,G3,B1,C1D1,C2D1,C2D2,C3D1,D1,S1 "
+            "--samples 64 --dtypes int8,bfloat16",
             machine=("{cpu_model} ({cpu_signature}), -mcpu=sapphirerapids, TVM {tvm_version}",),
         ),
         # ---- VTA

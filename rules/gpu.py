@@ -65,6 +65,7 @@ from heronlike.template import Choice, Ref, Sym
 
 from .base import Loop, Rule, RuleContext
 from .constraints import add_candidates, divisors
+from .tensorize import shape_knob
 from .tiling import ROLE_ORDER
 
 WARP_SIZE = 32
@@ -169,19 +170,8 @@ class TensorCoreTiling(Rule):
         _check_trailing_tiles(stage, match)
         family = intrinsic_family(ctx, match.intrinsic)
         csp = ctx.csp
-        shape = csp.var(
-            f"{stage}.intrinsic",
-            0,
-            len(family) - 1,
-            knob=True,
-            doc="intrinsic shape: " + ", ".join(f"{i.m}x{i.n}x{i.k}" for i in family),
-        )
-        wm = csp.var(f"{stage}.intrin_m", 1, max(i.m for i in family), doc="intrinsic m")
-        wn = csp.var(f"{stage}.intrin_n", 1, max(i.n for i in family), doc="intrinsic n")
-        csp.add(Select(wm, shape, tuple(i.m for i in family)))
-        csp.add(Select(wn, shape, tuple(i.n for i in family)))
-        csp.add(In(wm, tuple(sorted({i.m for i in family}))))
-        csp.add(In(wn, tuple(sorted({i.n for i in family}))))
+        shape = shape_knob(ctx, stage, family)
+        wm, wn = f"{stage}.intrin_m", f"{stage}.intrin_n"
         k = match.intrinsic.k
         csp.add(Prod(match.intrinsic.m * match.intrinsic.n * k, (wm, wn, k)))
         st.extra["intrinsic_choice"] = (shape, family)

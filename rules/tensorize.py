@@ -16,6 +16,8 @@ per operand role, SUM, LE).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from heronlike.csp import In, Le, Select, Sum
 from heronlike.intrinsic import Intrinsic, shape_family
 from heronlike.template import Choice, Ordered, PackedLayout, Sym
@@ -86,22 +88,36 @@ class Tensorize(Rule):
         """The ``<stage>.intrinsic`` knob over ``family`` and the tile extents it selects."""
         st = ctx.states[stage]
         m = ctx.matches[stage]
-        csp = ctx.csp
-        shape = csp.var(
-            f"{stage}.intrinsic",
-            0,
-            len(family) - 1,
-            knob=True,
-            doc="intrinsic shape: " + ", ".join(f"{i.m}x{i.n}x{i.k}" for i in family),
-        )
-        roles = [("n", m.n_axis)] + ([("m", m.m_axis)] if m.m_axis is not None else [])
-        for role, axis in roles:
-            extents = tuple(getattr(i, role) for i in family)
-            var = csp.var(f"{stage}.intrin_{role}", 1, max(extents), doc=f"intrinsic {role}")
-            csp.add(Select(var, shape, extents))
-            csp.add(In(var, tuple(sorted(set(extents)))))
-            st.intrinsic_tile[axis] = var
+        axes = {"m": m.m_axis, "n": m.n_axis}
+        roles = tuple(r for r in ("m", "n") if axes[r] is not None)
+        shape = shape_knob(ctx, stage, family, roles)
+        for role in roles:
+            st.intrinsic_tile[axes[role]] = f"{stage}.intrin_{role}"
         st.extra["intrinsic_choice"] = (shape, family)
+
+
+def shape_knob(
+    ctx: RuleContext, stage: str, family: Sequence[Intrinsic], roles: Sequence[str] = ("m", "n")
+) -> str:
+    """Declare the knob ``<stage>.intrinsic`` indexing ``family`` and, per role of ``roles``,
+    the variable ``<stage>.intrin_<role>`` its member's extent (SELECT, IN); return the knob."""
+    csp = ctx.csp
+    shape = csp.var(
+        f"{stage}.intrinsic",
+        0,
+        len(family) - 1,
+        knob=True,
+        doc="intrinsic shape: " + ", ".join(f"{i.m}x{i.n}x{i.k}" for i in family),
+    )
+    extents = {r: tuple(getattr(i, r) for i in family) for r in roles}
+    names = {
+        r: csp.var(f"{stage}.intrin_{r}", 1, max(extents[r]), doc=f"intrinsic {r}") for r in roles
+    }
+    for r in roles:
+        csp.add(Select(names[r], shape, extents[r]))
+    for r in roles:
+        csp.add(In(names[r], tuple(sorted(set(extents[r])))))
+    return shape
 
 
 class ApplyIntrinsic(Rule):

@@ -69,8 +69,9 @@ def test_shape_knob_within_tile_budget() -> None:
         ops.bmm(2, 64, 64, 128, dtype="int8"),
         ops.c2d(N=1, H=8, W=8, CI=64, CO=32, KH=3, KW=3, stride=1, pad=1, dtype="int8"),
         ops.gemm(64, 96, 64, dtype="bfloat16"),
+        ops.c2d(N=1, H=8, W=8, CI=32, CO=32, KH=3, KW=3, stride=1, pad=1, dtype="bfloat16"),
     ],
-    ids=["gemm", "bmm", "c2d", "gemm-bf16"],
+    ids=["gemm", "bmm", "c2d", "gemm-bf16", "c2d-bf16"],
 )
 def test_candidates_build_for_sapphirerapids(compute) -> None:  # noqa: ANN001
     """Sampled candidates build for ``-mcpu=sapphirerapids`` on any x86 host, and their
@@ -93,48 +94,35 @@ def test_candidates_build_for_sapphirerapids(compute) -> None:  # noqa: ANN001
         assert re.search(rf"\b{instruction}\b", asm)
 
 
-def test_emulated_kernels_match_numpy(tmp_path: Path) -> None:
-    """With ``-emulate`` the AMX schedule (padding of an odd shape, packing, tiles, shape
-    knob) runs on this CPU, and its output equals numpy's on fresh inputs."""
-    import heronlike
-
-    rng = np.random.default_rng(3)
-    m, n, k = 40, 48, 100  # padded to 48 x 48 x 128 inside the kernel
-    result = heronlike.tune(
-        ops.gemm(m, n, k, dtype="int8"),
-        target="amx -emulate",
-        trials=4,
-        seed=0,
-        records=tmp_path / "records.sqlite",
-    )
-    assert result.correct and result.valid == 4
-    x = rng.integers(0, 256, (m, k), dtype=np.uint8)
-    w = rng.integers(-128, 128, (n, k), dtype=np.int8)
-    out = result.kernel(x, w)
-    np.testing.assert_array_equal(out, x.astype(np.int32) @ w.astype(np.int32).T)
-
-
-def test_emulated_bf16_kernel_matches_numpy(tmp_path: Path) -> None:
-    """bf16 × bf16 → fp32 on the tiles (VNNI-2 packed weight, k = 32 per tile row), emulated:
-    the output equals numpy's float32 product of the same bf16 values to float32 rounding."""
+@pytest.mark.parametrize("dtype", ["int8", "bfloat16"])
+def test_emulated_kernels_match_numpy(dtype: str, tmp_path: Path) -> None:
+    """With ``-emulate`` the AMX schedule (padding of an odd shape, packing, tiles in the
+    VNNI-4 / VNNI-2 layout, shape knob) runs on this CPU and computes numpy's product on fresh
+    inputs: bit-exact for int8, to float32 rounding for bf16 (fp32 accumulation)."""
     import ml_dtypes
 
     import heronlike
 
-    rng = np.random.default_rng(4)
-    m, n, k = 24, 40, 72  # padded to 32 x 48 x 96 inside the kernel
+    rng = np.random.default_rng(3)
+    m, n, k = 40, 48, 100  # padded to 48 x 48 x 128 (int8) or x 128 (bf16, k 32) in the kernel
     result = heronlike.tune(
-        ops.gemm(m, n, k, dtype="bfloat16"),
+        ops.gemm(m, n, k, dtype=dtype),
         target="amx -emulate",
         trials=3,
         seed=0,
         records=tmp_path / "records.sqlite",
     )
-    assert result.correct and result.valid == 3
-    x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
-    w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
-    want = x.astype(np.float32) @ w.astype(np.float32).T
-    np.testing.assert_allclose(result.kernel(x, w), want, rtol=1e-5, atol=1e-5)
+    assert result.correct and result.valid == 3, result.errors
+    if dtype == "int8":
+        x = rng.integers(0, 256, (m, k), dtype=np.uint8)
+        w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+        want = x.astype(np.int32) @ w.astype(np.int32).T
+        np.testing.assert_array_equal(result.kernel(x, w), want)
+    else:
+        x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
+        w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
+        want = x.astype(np.float32) @ w.astype(np.float32).T
+        np.testing.assert_allclose(result.kernel(x, w), want, rtol=1e-5, atol=1e-5)
 
 
 def test_emulated_convolution_matches_numpy(tmp_path: Path) -> None:
