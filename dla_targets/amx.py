@@ -49,6 +49,7 @@ import collections
 import ctypes
 import functools
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -347,11 +348,10 @@ def tile_intrinsics(emulate: bool = False) -> tuple[Intrinsic, ...]:
 def check_tile_assembly(asm: str, c_tiles: int) -> dict[str, Any]:
     """Check x86 assembly (AT&T) of an AMX candidate whose micro-kernel holds ``c_tiles``
     accumulator tiles: every ``ldtilecfg`` is followed by ``c_tiles`` ``tilezero`` (a fill per
-    register tile), a ``tdpbusd`` writes only C tiles (``tmm0`` … ``tmm(c_tiles-1)``) and reads
-    only others, ``tileloadd`` loads only A and B tiles (C never goes through memory in the
-    reduction loop), and ``tilestored`` stores ``c_tiles`` C tiles per fill. Returns the counts
-    and ``"ok"``."""
-    import re
+    register tile), a product (``tdpbusd``, ``tdpbf16ps``) writes only C tiles (``tmm0`` …
+    ``tmm(c_tiles-1)``) and reads only others, ``tileloadd`` loads only A and B tiles (C never
+    goes through memory in the reduction loop), and ``tilestored`` stores ``c_tiles`` C tiles
+    per fill. Returns the counts and ``"ok"``."""
 
     def tiles(line: str) -> list[int]:
         return [int(t) for t in re.findall(r"%tmm(\d)", line)]
@@ -414,7 +414,8 @@ def request_amx_permission() -> None:
 
 
 class AMXTarget(DLBoostTarget):
-    """Intel AMX int8 tiles: DL Boost's rules with the tile micro-kernels as the intrinsic."""
+    """Intel AMX int8 and bf16 tiles: DL Boost's rules, tiled ``S0 S1 R0 R1 T`` with the tile
+    micro-kernels as the intrinsic and their accumulators kept in tile registers."""
 
     names = ("amx",)
     option_names = ("mcpu", "num-cores", "emulate")

@@ -11,7 +11,8 @@ A target that offers one instruction at several ``m × n`` shapes (AMX's tile sh
 ``<stage>.intrinsic`` indexes the family, ``<stage>.intrin_m`` / ``<stage>.intrin_n`` are its
 extents (SELECT), the intrinsic tile levels equal them (EQ) and ``tensorize`` picks the member.
 :class:`RegisterTileBudget` bounds the matrix-tile registers the chosen member holds (SELECT
-per operand role, SUM, LE).
+per operand role, SUM, LE), and :class:`AccumulateInTiles` (instead of :class:`ApplyIntrinsic`)
+keeps an instruction group's accumulator in those registers across the whole reduction.
 """
 
 from __future__ import annotations
@@ -168,8 +169,9 @@ class AccumulateInTiles(Rule):
     member (zero the accumulator tiles), each step of ``R0 R1`` the compute member (load A and
     B tiles, multiply-accumulate), the copy out of the cache the ``store`` member (into the
     stage's write-back buffer, whose copy to the output is vectorised). This is oneDNN's
-    batch-reduce GEMM structure for AMX: per step of 64 reduction values, ``a + b`` tile loads
-    feed ``a · b`` tile products, and C moves once per tile.
+    batch-reduce GEMM structure for AMX: per step of ``k`` reduction values (one tile row: 64
+    int8 or 32 bf16), ``a + b`` tile loads feed ``a · b`` tile products, and C moves once per
+    tile.
 
     Args:
         vector_bytes: vector register width for the write-back copy (64: AVX-512).

@@ -367,7 +367,6 @@ _NPZ_CACHE: dict[str, tuple[tuple[str, int, int], dict[str, Any]]] = {}
 
 
 def _load_npz_cached(path: str, role: str) -> dict[str, Any]:
-
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
     hit = _NPZ_CACHE.get(role)
