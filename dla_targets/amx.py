@@ -52,7 +52,6 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heronlike.dla_targets.dlboost import VECTOR_BYTES, DLBoostTarget, host_cpu
@@ -112,13 +111,9 @@ class TileKind:
 INT8 = TileKind("u8s8s32", "tdpbusd", "uint8", "int8", "int32", 64, 4, 2048)
 BF16 = TileKind("bf16bf16f32", "tdpbf16ps", "bfloat16", "bfloat16", "float32", 32, 2, 1024)
 KINDS = (INT8, BF16)
-#: k of one ``tdpbusd``: 64 int8 values per A row
-TILE_K = INT8.k
 #: the tile counts (A tiles along m, B tiles along n) of the micro-kernel family; the
 #: register budget leaves 1x1, 1x2, 2x1, 2x2, 1x3 and 3x1
 MAX_TILES_PER_AXIS = 4
-#: int8 operations (2 per multiply-add) per cycle per core: one 16x16x64 tdpbusd per 16 cycles
-AMX_INT8_OPS_PER_CYCLE = INT8.ops_per_cycle
 #: CPU flags (``/proc/cpuinfo``) and LLVM features the int8 tile kernels need
 HOST_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
 LLVM_FEATURES = ("amx-tile", "amx-int8", "amx-bf16")
@@ -504,16 +499,10 @@ class AMXTarget(DLBoostTarget):
         if not self.emulate:
             request_amx_permission()
 
-    def peak_ops_per_s(self) -> float | None:
-        """Nominal AMX int8 peak: 2048 ops per cycle per core × cores × the CPU's maximum
-        clock from ``/sys`` (None when the clock is unknown, or with ``-emulate``)."""
-        if self.emulate:
-            return None
-        try:
-            khz = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
-        except (OSError, ValueError):
-            return None
-        return AMX_INT8_OPS_PER_CYCLE * self.cores * khz * 1e3
+    def ops_per_cycle(self) -> int | None:
+        """AMX int8: 2048 ops per cycle per core (one 16×16×64 ``tdpbusd`` per 16 cycles);
+        None with ``-emulate``, whose timings say nothing of AMX."""
+        return None if self.emulate else INT8.ops_per_cycle
 
     def make_runner(self, *, timeout_s: float = 30.0, **evaluator: Any) -> Runner:
         """The local runner, whose worker asks for the AMX permission before its first

@@ -304,15 +304,20 @@ class DLBoostTarget(DLATarget):
                 f"(this CPU is {host_cpu()}) or measure on such a CPU"
             )
 
+    def ops_per_cycle(self) -> int | None:
+        """The intrinsic's operations (2 per multiply-add) per cycle per core: VNNI's by CPU
+        family; None when unknown."""
+        return _OPS_PER_CYCLE.get(self.mcpu, _DEFAULT_OPS_PER_CYCLE)
+
     def peak_ops_per_s(self) -> float | None:
-        """Nominal VNNI peak: ops/cycle/core (by CPU family) × cores × the CPU's maximum
-        clock from ``/sys`` (None when the clock is unknown)."""
+        """Nominal peak: :meth:`ops_per_cycle` × cores × the CPU's maximum clock from
+        ``/sys`` (None when either is unknown)."""
+        per_cycle = self.ops_per_cycle()
         try:
             khz = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
         except (OSError, ValueError):
             return None
-        per_cycle = _OPS_PER_CYCLE.get(self.mcpu, _DEFAULT_OPS_PER_CYCLE)
-        return per_cycle * self.cores * khz * 1e3
+        return per_cycle * self.cores * khz * 1e3 if per_cycle else None
 
     def schedule_rules(self) -> Sequence[Rule]:
         # the rules for stages without an intrinsic (FuseEpilogue on element-wise outputs,
