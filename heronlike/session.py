@@ -187,9 +187,10 @@ class TuneResult:
         trace: the replayable schedule (``tvm.s_tir`` trace as Python).
         script: the scheduled program as TVMScript.
         trials: trials in the records for this compute and target (all sessions) recorded by
-            this heronlike and TVM version: those count toward the budget.
+            this heronlike and TVM version for today's space: those count toward the budget.
         foreign_trials: trials of this compute and target recorded by another heronlike or
-            TVM version (:data:`heronlike.records.VERSION_KEYS`): skipped, not counted, warned.
+            TVM version (:data:`heronlike.records.VERSION_KEYS`), or for another space of it
+            (:meth:`~heronlike.space.Space.misfits`): skipped, not counted, warned.
         trials_run: trials measured by this call.
         valid, invalid: how many of ``trials_run`` built, ran and were correct, and how many not.
         errors: failed trials of this call by error kind.
@@ -379,6 +380,10 @@ class TuningSession:
         self.history, self.foreign = db.split_by_version(wk, tk, self.versions)
         if self.foreign:
             _warn_foreign(db, self.foreign, self.versions)
+        self.history, misfits = _split_misfits(space, self.history)
+        if misfits:
+            _warn_misfits(db, misfits, space)
+            self.foreign += misfits
         self._foreign_index = {rec.trial_index for rec in self.foreign}
         self.measured = _replay_history(self.history, self.sampler, self.explorer, self.flop)
         #: highest trial index read from the records; later ones come from :meth:`_sync`
@@ -471,6 +476,8 @@ class TuningSession:
         )
         today = [r for r in today if r.trial_index not in self._own_index]
         foreign = [r for r in foreign if r.trial_index not in self._own_index]
+        today, misfits = _split_misfits(self.space, today)
+        foreign += misfits
         if not today and not foreign:
             return 0
         self._synced_upto = max(r.trial_index for r in today + foreign)
@@ -649,6 +656,30 @@ def _no_result(latency_s: float | None, errors: Mapping[str, int]) -> NoResult |
     if errors.get(ErrorKind.STANDIN, 0) > 0:
         return NoResult.STANDIN_ONLY
     return NoResult.NO_VALID_CANDIDATE
+
+
+def _split_misfits(
+    space: Space, records: list[TrialRecord]
+) -> tuple[list[TrialRecord], list[TrialRecord]]:
+    """``records`` as ``(fitting, misfits)``: a misfit's assignment is not a point of today's
+    space (:meth:`~heronlike.space.Space.misfits`: recorded when the target's rules, intrinsics
+    or limits were others, by the same heronlike and TVM versions), so it cannot be rebuilt,
+    shown to the explorer or reported as today's best."""
+    fitting, misfits = [], []
+    for rec in records:
+        (misfits if space.misfits(rec.assignment) else fitting).append(rec)
+    return fitting, misfits
+
+
+def _warn_misfits(db: Records, misfits: list[TrialRecord], space: Space) -> None:
+    """Say that ``misfits`` (trials of another space of this compute and target) are skipped."""
+    why = space.misfits(misfits[0].assignment)[0]
+    warnings.warn(
+        f"{db.path}: {len(misfits)} trials of this compute and target were recorded for "
+        f"another space of it (other rules, intrinsics or limits; e.g. {why}); they are not "
+        "counted toward the trial budget and not shown to the explorer",
+        stacklevel=3,
+    )
 
 
 def _warn_foreign(db: Records, foreign: list[TrialRecord], versions: Mapping[str, str]) -> None:
