@@ -149,6 +149,99 @@ VNNI = Intrinsic(
 )
 
 
+PMADDWD_INTRIN_NAMES = {
+    32: "heronlike_avx2_pmaddwd_8x2_u8s8s32",
+    64: "heronlike_avx512bw_pmaddwd_16x2_u8s8s32",
+}
+_PMADDWD_LLVM = {32: "llvm.x86.avx2.pmadd.wd", 64: "llvm.x86.avx512.pmaddw.d.512"}
+
+
+def _pmaddwd_functions(vector_bytes: int) -> tuple[Any, Any]:
+    """The exact u8 × s8 → s32 dot product of CPUs without VNNI, on ``vpmaddwd`` (AVX2 ymm or
+    AVX-512BW zmm): description and implementation (TVMScript PrimFuncs) of the
+    ``1 × lanes × 2`` tile ``C[n] += A[k] * B[n, k]`` (``lanes`` = ``vector_bytes / 4`` int32).
+
+    Both operands are widened to int16 (A zero-extended, B sign-extended; ``vpmovzxbw`` /
+    ``vpmovsxbw``) and ``vpmaddwd`` sums each pair of 16-bit products into a 32-bit lane,
+    which is then added to ``C``: 2 multiply-adds per lane per instruction, and exact
+    (``|u8 · s8| · 2 ≤ 65 280`` fits int32). TVM's own ``dot_16x4_avx512`` uses
+    ``vpmaddubsw`` instead, which saturates at int16 and is not exact for u8 × s8 operands
+    (oneDNN and FBGEMM avoid it with 7-bit activations).
+    """
+    from tvm.script import tirx as T
+
+    lanes = vector_bytes // 4
+    intrin = _PMADDWD_LLVM[vector_bytes]
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((2,), "uint8", offset_factor=1),
+        B: T.Buffer((lanes, 2), "int8", offset_factor=1),
+        C: T.Buffer((lanes,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:2], B[0:lanes, 0:2])
+            T.writes(C[0:lanes])
+            for i in T.serial(0, lanes):
+                for k in T.serial(0, 2):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((2,), "uint8", offset_factor=1),
+        B: T.Buffer((lanes, 2), "int8", offset_factor=1),
+        C: T.Buffer((lanes,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:2], B[0:lanes, 0:2])
+            T.writes(C[0:lanes])
+            a_pair = T.reinterpret(T.Cast("int16x2", A.vload([0], "uint8x2")), dtype="int32")
+            C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], dtype=f"int32x{lanes}") + (
+                T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(intrin),
+                    T.reinterpret(T.broadcast(a_pair, lanes), dtype=f"int16x{2 * lanes}"),
+                    T.Cast(f"int16x{2 * lanes}", B.vload([0, 0], dtype=f"int8x{2 * lanes}")),
+                    dtype=f"int32x{lanes}",
+                )
+            )
+
+    return desc, impl
+
+
+@functools.cache
+def register_pmaddwd(vector_bytes: int) -> str:
+    """Register the ``vpmaddwd`` intrinsic for ``vector_bytes`` (32: AVX2, 64: AVX-512BW)
+    with TVM under :data:`PMADDWD_INTRIN_NAMES` (idempotent); returns its name."""
+    from tvm.s_tir import TensorIntrin
+
+    name = PMADDWD_INTRIN_NAMES[vector_bytes]
+    TensorIntrin.register(name, *_pmaddwd_functions(vector_bytes))
+    return name
+
+
+def _pmaddwd_intrinsic(vector_bytes: int) -> Intrinsic:
+    return Intrinsic(
+        name=PMADDWD_INTRIN_NAMES[vector_bytes],
+        m=1,
+        n=vector_bytes // 4,
+        k=2,
+        a_dtype="uint8",
+        b_dtype="int8",
+        c_dtype="int32",
+        pack_b=True,
+        register=functools.partial(register_pmaddwd, vector_bytes),
+    )
+
+
+#: u8 × s8 → s32 without VNNI: ``vpmaddwd`` on widened operands, ``1 × 8 × 2`` (AVX2) and
+#: ``1 × 16 × 2`` (AVX-512BW); what a ``-general`` target tensorizes int8 stages onto on a CPU
+#: without AVX512-VNNI
+PMADDWD_AVX2 = _pmaddwd_intrinsic(32)
+PMADDWD_AVX512 = _pmaddwd_intrinsic(64)
+
+
 def _cache_bytes(level: int, default: int) -> int:
     """Per-core data/unified cache size of ``level`` from sysfs, in bytes."""
     root = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -258,8 +351,13 @@ class DLBoostTarget(DLATarget):
 
     @property
     def intrinsics(self) -> tuple[Intrinsic, ...]:
-        # with -general on a CPU without VNNI, every stage goes to the general rule set
-        return () if self.general and not _has_vnni(self.mcpu) else (VNNI,)
+        # with -general on a CPU without VNNI, u8 x s8 stages go onto vpmaddwd (exact, 2
+        # products per 32-bit lane) and every other stage to the general rule set
+        if not self.general or _has_vnni(self.mcpu):
+            return (VNNI,)
+        if _has_feature(self.mcpu, "avx512bw"):
+            return (PMADDWD_AVX512,)
+        return (PMADDWD_AVX2,) if _has_feature(self.mcpu, "avx2") else ()
 
     @property
     def vector_bytes(self) -> int:
@@ -327,16 +425,16 @@ class DLBoostTarget(DLATarget):
         vb = self.vector_bytes
         rules: tuple[Rule, ...] = (
             AlwaysInline(),
-            MaterializeOperand(vector_bytes=VECTOR_BYTES),
+            MaterializeOperand(vector_bytes=vb),
             FuseEpilogue(),
-            PadToIntrinsic(vector_bytes=VECTOR_BYTES),
+            PadToIntrinsic(vector_bytes=vb),
             Tensorize(),
             AddCacheStage(scope="global"),
             MultiLevelTiling(vector_level="V", order_level="S1"),
             ParallelizeOuter(),
             UnrollRegisterTile(),
             UnrollDepth(),
-            ApplyIntrinsic(vector_bytes=VECTOR_BYTES),
+            ApplyIntrinsic(vector_bytes=vb),
             PackVectorOperand(),
             VectorizeGeneral(vector_bytes=vb),
             # with -general a stand-alone element-wise output gets vector-width and unroll

@@ -35,6 +35,7 @@ from heronlike.errors import (  # noqa: E402
     UnsupportedComputeError,
     UnsupportedDtypeError,
 )
+from heronlike.host import cpu_flags  # noqa: E402
 from heronlike.rules.rows import FuseIntoRow, ParallelizeReduction  # noqa: E402
 from heronlike.sampler import RandSAT  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
@@ -139,15 +140,25 @@ def test_dlboost_stays_strict_and_names_llvm() -> None:
 
 
 def test_llvm_on_this_cpu() -> None:
-    """Without AVX512-VNNI (e.g. this AVX2 Zen 3) every stage goes to the general rule set
-    and the key names that; with it, VNNI stays available. Either way ``llvm`` can measure."""
+    """With AVX512-VNNI an int8 GEMM is tensorized onto VNNI; without it (e.g. this AVX2
+    Zen 3) onto vpmaddwd where the CPU has AVX2, and the key names the general rule set.
+    Either way ``llvm`` can measure."""
     t = get_target("llvm")
-    assert bool(t.intrinsics) == dlboost.host_has_vnni()
+    expected = (
+        (dlboost.VNNI,)
+        if dlboost.host_has_vnni()
+        else (dlboost.PMADDWD_AVX512,)
+        if "avx512bw" in cpu_flags()
+        else (dlboost.PMADDWD_AVX2,)
+        if "avx2" in cpu_flags()
+        else ()
+    )
+    assert t.intrinsics == expected
     assert "-general" in t.key and f"-mcpu={dlboost.host_cpu()}" in t.key
     t.check_host()  # no HostFeatureError on the host's own CPU
     space = generate_space(ops.gemm(64, 64, 64, "int8"), "llvm")
     ops_used = {s.op for s in space.template.steps}
-    assert ("tensorize" in ops_used) == dlboost.host_has_vnni()
+    assert ("tensorize" in ops_used) == bool(expected)
 
 
 def test_vector_width_follows_mcpu() -> None:
