@@ -10,6 +10,10 @@ instruction. Operations are counted as the field counts them:
 * ``vnni_u8s8_avx512`` ``vpdpbusd zmm``: 16 lanes × 4 products × 2 = 128 int8 OP (AVX512-VNNI,
   DL Boost);
 * ``vnni_u8s8_avx`` ``vpdpbusd ymm`` (AVX-VNNI): 64 OP;
+* ``pmaddwd_s16_avx2`` ``vpmaddwd ymm``: 8 lanes × 2 products × 2 = 32 OP, the u8 × s8 peak of
+  a CPU without VNNI (``dlboost -general`` widens both operands to int16 and adds the pair
+  sums with ``vpaddd``, which other ports issue);
+* ``pmaddwd_s16_avx512`` ``vpmaddwd zmm`` (AVX-512BW): 64 OP;
 * ``amx_u8s8_tile`` ``tdpbusd`` on AMX tiles: 16 × 16 × 64 × 2 = 32768 int8 OP (4 accumulator
   tiles; :func:`tile_kernel_source`).
 
@@ -82,6 +86,22 @@ KERNELS: dict[str, tuple[tuple[str, ...], str, int, str, str, str]] = {
         "__m256i",
         "__m256i x = _mm256_set1_epi8(1), y = _mm256_set1_epi8(2);",
         "%{vex%} vpdpbusd %[y], %[x], %[a]",  # {vex}: the AVX-VNNI encoding, not AVX512-VL
+    ),
+    "pmaddwd_s16_avx2": (
+        ("avx2",),
+        "-mavx2",
+        32,
+        "__m256i",
+        "__m256i x = _mm256_set1_epi16(3), y = _mm256_set1_epi16(-5);",
+        "vpmaddwd %[y], %[x], %[a]",  # a = pair sums of x · y: 2 int16 products per lane
+    ),
+    "pmaddwd_s16_avx512": (
+        ("avx512bw",),
+        "-mavx512f -mavx512bw",
+        64,
+        "__m512i",
+        "__m512i x = _mm512_set1_epi16(3), y = _mm512_set1_epi16(-5);",
+        "vpmaddwd %[y], %[x], %[a]",
     ),
 }
 

@@ -26,6 +26,8 @@ MULTIPLY = {
     "fma_f32_avx512": (r"vfmadd(132|213|231)ps", "zmm"),
     "vnni_u8s8_avx512": (r"vpdpbusd", "zmm"),
     "vnni_u8s8_avx": (r"vpdpbusd", "ymm"),
+    "pmaddwd_s16_avx2": (r"vpmaddwd", "ymm"),
+    "pmaddwd_s16_avx512": (r"vpmaddwd", "zmm"),
     "amx_u8s8_tile": (r"tdpbusd", "tmm"),
 }
 FMA_PORTS = 2  # FMA / VNNI instructions a core issues per cycle at most (Zen 3/4, Intel)
