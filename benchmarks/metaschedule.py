@@ -72,9 +72,10 @@ class MetaScheduleResult:
 VNNI_MNEMONIC = "vpdpbusd"
 
 
-def asm_uses_vnni(asm: str) -> bool:
-    """Whether assembly text holds a ``vpdpbusd`` (any operand width or encoding)."""
-    return VNNI_MNEMONIC in asm.lower()
+def asm_uses_vnni(asm: str, mnemonic: str = VNNI_MNEMONIC) -> bool:
+    """Whether assembly text holds a ``vpdpbusd`` (any operand width or encoding), or the
+    instruction ``mnemonic`` (``"vpmaddwd"``: the u8 x s8 intrinsic of CPUs without VNNI)."""
+    return mnemonic in asm.lower()
 
 
 def executable_asm(executable: Any) -> str | None:
@@ -183,6 +184,50 @@ def _init_worker(guard: bool) -> None:
         register_vnni("dot_16x4_vnni", override=True)
 
 
+def intrinsic_space(intrinsic: str) -> Any:
+    """MetaSchedule's CPU design space with tensorization onto the registered TVM intrinsic
+    ``intrinsic``: its default LLVM schedule rules with ``MultiLevelTilingWithIntrin`` (the
+    ``SSRSRS`` structure and the cache-write reuse its x86 VNNI rules use) before the plain
+    ``MultiLevelTiling``, and its CPU tensorization post-processors, i.e. what TVM's
+    ``DefaultX86("vnni")`` builds, with another intrinsic. How MetaSchedule is given the
+    vpmaddwd intrinsic heronlike uses on a CPU without VNNI."""
+    from tvm.s_tir import meta_schedule as ms
+
+    reuse = ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global")
+    rules = []
+    for rule in ms.ScheduleRule.create("llvm"):
+        if type(rule).__name__ == "MultiLevelTiling":
+            rules.append(
+                ms.schedule_rule.MultiLevelTilingWithIntrin(
+                    intrinsic,
+                    structure="SSRSRS",
+                    max_innermost_factor=64,
+                    reuse_write=reuse,
+                )
+            )
+        rules.append(rule)
+    postprocs = [
+        ms.postproc.DisallowDynamicLoop(),
+        ms.postproc.RewriteParallelVectorizeUnroll(),
+        ms.postproc.RewriteReductionBlock(),
+        ms.postproc.RewriteTensorize(vectorize_init_loop=True),
+        ms.postproc.RewriteLayout(),
+    ]
+    return ms.space_generator.PostOrderApply(
+        sch_rules=rules, postprocs=postprocs, mutator_probs="llvm"
+    )
+
+
+def _register_heronlike_intrinsic(name: str) -> None:
+    """Register the heronlike x86 intrinsic called ``name`` with TVM (in the worker)."""
+    from heronlike.dla_targets.dlboost import PMADDWD_AVX2, PMADDWD_AVX512, VNNI
+
+    known = {i.name: i for i in (PMADDWD_AVX2, PMADDWD_AVX512, VNNI)}
+    if name not in known:
+        raise KeyError(f"no heronlike x86 intrinsic {name!r}; known: {', '.join(known)}")
+    known[name].register()
+
+
 def _tune(
     mod_json: str,
     target: dict[str, Any],
@@ -196,6 +241,7 @@ def _tune(
     min_repeat_ms: int,
     build_timeout_s: float = 60.0,
     time_limit_s: float | None = None,
+    intrinsic: str | None = None,
 ) -> MetaScheduleResult:
     """Worker side of :meth:`MetaScheduleWorker.tune`."""
     import tvm
@@ -209,6 +255,10 @@ def _tune(
     # console: warnings only (the full log stays in work_dir/logs); tune_tir's logging set-up
     # resets the level to DEBUG, so set it before every tune
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    space: Any = "post-order-apply"
+    if intrinsic is not None:
+        _register_heronlike_intrinsic(intrinsic)
+        space = intrinsic_space(intrinsic)
     t0 = time.perf_counter()
     curve = _curve_callback(t0, time_limit_s)
     db = ms.tune_tir(
@@ -231,6 +281,7 @@ def _tune(
         ),
         cost_model="xgb",
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), curve],
+        space=space,
         strategy="evolutionary",
         seed=seed,
         num_tuning_cores=cores,
@@ -302,6 +353,7 @@ class MetaScheduleWorker:
         timeout_s: float | None = None,
         build_timeout_s: float = 60.0,
         time_limit_s: float | None = None,
+        intrinsic: str | None = None,
     ) -> MetaScheduleResult:
         """Tune ``mod`` (an ``IRModule`` with a ``main`` PrimFunc) with MetaSchedule.
 
@@ -318,6 +370,8 @@ class MetaScheduleWorker:
             build_timeout_s: the builder's limit per candidate.
             time_limit_s: search time budget: once spent, no new round starts (the tune
                 ends with what it measured; ``None``: no limit).
+            intrinsic: a heronlike x86 intrinsic's name (e.g. the vpmaddwd one) to tensorize
+                onto (:func:`intrinsic_space`); ``None``: the target's default design space.
 
         Returns:
             A :class:`MetaScheduleResult`; a tune that raised or timed out is reported in its
@@ -340,6 +394,7 @@ class MetaScheduleWorker:
             int(round(min_repeat_ms)),
             float(build_timeout_s),
             None if time_limit_s is None else float(time_limit_s),
+            intrinsic,
         )
         try:
             self._worker.start()  # imports are not charged to the tune

@@ -231,11 +231,22 @@ class Mode:
         target: heronlike's target (``"dlboost"`` or ``"llvm"`` = ``"dlboost -general"``); its
             ``tvm_target()`` is MetaSchedule's target too.
         note: one sentence for every row and the summary.
+        intrinsic: the heronlike intrinsic MetaSchedule is given as well
+            (:func:`benchmarks.metaschedule.intrinsic_space`): in general mode on a CPU
+            without VNNI, the exact ``vpmaddwd`` one heronlike tensorizes int8 onto; ``None``
+            (VNNI mode: MetaSchedule's own x86 rules take the VNNI intrinsic).
+        mnemonic: the instruction whose presence in a best kernel's assembly says it used
+            the mode's intrinsic (``vpdpbusd``, ``vpmaddwd``; ``None``: no intrinsic).
+        tile: the intrinsic's ``(n, k)``: a case whose ``n`` or ``k`` it does not divide runs
+            padded to it in every column (``None``: nothing padded).
     """
 
     name: str
     target: str
     note: str
+    intrinsic: str | None = None
+    mnemonic: str | None = "vpdpbusd"
+    tile: tuple[int, int] | None = (16, 4)
 
     @property
     def vnni_measured(self) -> bool:
@@ -258,18 +269,29 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
         target = "dlboost" if name == "vnni" else "llvm"
     if name == "vnni":
         note = "VNNI: both tuners target DL Boost (AVX512-VNNI vpdpbusd)"
-    elif has_vnni:
+        return Mode(name, target, note)
+    if has_vnni:
         note = (
             "general: heronlike's general rule set (target llvm = dlboost -general) and "
             "MetaSchedule on plain llvm; this CPU has VNNI, so either may still use it"
         )
-    else:
+        return Mode(name, target, note)
+    intrinsics = [i for i in get_target(target).intrinsics if i.a_dtype == "uint8"]
+    if not intrinsics:
         note = (
-            "general: this CPU has no AVX512-VNNI, so both tuners run without the VNNI "
-            "intrinsic (heronlike target llvm = dlboost -general, MetaSchedule on plain llvm); "
-            "VNNI figures are unmeasured"
+            "general: this CPU has no AVX512-VNNI and no AVX2, so both tuners run without an "
+            "int8 intrinsic (heronlike target llvm = dlboost -general, MetaSchedule on plain "
+            "llvm); VNNI figures are unmeasured"
         )
-    return Mode(name, target, note)
+        return Mode(name, target, note, mnemonic=None, tile=None)
+    intrin = intrinsics[0]
+    note = (
+        "general: this CPU has no AVX512-VNNI, so both tuners tensorize int8 onto heronlike's "
+        f"exact vpmaddwd intrinsic ({intrin.n} x {intrin.k}; heronlike target llvm = dlboost "
+        "-general, MetaSchedule through MultiLevelTilingWithIntrin on the same llvm target); "
+        "VNNI figures are unmeasured"
+    )
+    return Mode(name, target, note, intrin.name, "vpmaddwd", (intrin.n, intrin.k))
 
 
 #: operator -> (the parameter that is the VNNI tile's n, the one that is its k)
@@ -291,12 +313,13 @@ def pad_to_intrinsic(op: str, params: dict[str, int], mode: Mode) -> tuple[dict[
     In VNNI mode a case whose VNNI ``n`` (output features) is not a multiple of 16 or whose
     ``k`` (reduction channels) is not a multiple of 4 is rounded up (Heron's N = 1008 for
     N = 1000), so heronlike, MetaSchedule, PyTorch and numpy all compute the same padded
-    shape; in general mode nothing is padded.
+    shape; in general mode the same to the vpmaddwd tile (``Mode.tile``), and nothing
+    without an intrinsic.
     """
-    if mode.name != "vnni" or op not in PAD_PARAMS:
+    if mode.tile is None or op not in PAD_PARAMS:
         return dict(params), ""
     out, notes = dict(params), []
-    for name, tile in zip(PAD_PARAMS[op], (16, 4), strict=True):
+    for name, tile in zip(PAD_PARAMS[op], mode.tile, strict=True):
         value = out[name]
         if value % tile:
             out[name] = -(-value // tile) * tile
@@ -591,12 +614,15 @@ def _worker(name: str) -> Any:
 
 def measure_peak(mode: Mode, threads: int) -> tuple[str | None, float | None, str]:
     """``(kernel, op/s, note)``: this machine's measured peak for the mode on ``threads``
-    threads (:func:`benchmarks.peak.measure_peaks`): the VNNI kernel in VNNI mode, the fp32
-    FMA kernel (AVX-512 if the CPU has it, else AVX2) in the general mode."""
+    threads (:func:`benchmarks.peak.measure_peaks`): the VNNI kernel in VNNI mode, the
+    ``vpmaddwd`` kernel in general mode with that intrinsic, else the fp32 FMA kernel (AVX-512
+    if the CPU has it, else AVX2)."""
     from heronlike.host import cpu_flags
 
     if mode.name == "vnni":
         wanted = ["vnni_u8s8_avx512", "vnni_u8s8_avx"]
+    elif mode.mnemonic == "vpmaddwd":
+        wanted = ["pmaddwd_s16_avx512", "pmaddwd_s16_avx2"]
     else:
         wanted = ["fma_f32_avx512", "fma_f32_avx2"] if "avx512f" in cpu_flags() else []
         wanted = wanted or ["fma_f32_avx2"]
@@ -689,6 +715,8 @@ def run_heronlike(compute: Any, args, mode: Mode, work: Path, arrays):
     if asm is not None:
         (work / "best.s").write_text(asm)
     row["heronlike_vnni"] = asm_uses_vnni(asm) if asm is not None else library_uses_vnni(so)
+    if mode.mnemonic is not None and asm is not None:
+        row["heronlike_uses_intrinsic"] = asm_uses_vnni(asm, mode.mnemonic)
     return row, (so, r.space.prepare_args(arrays)), r.space
 
 
@@ -740,6 +768,7 @@ def run_metaschedule(dag, compute, space, args, mode: Mode, tgt, worker, work: P
         min_repeat_ms=MIN_REPEAT_MS,
         build_timeout_s=BUILD_TIMEOUT_S,
         time_limit_s=args.time_limit,
+        intrinsic=mode.intrinsic,
     )
     curve = [tuple(p) for p in res.curve]
     row: dict[str, Any] = {
@@ -751,6 +780,11 @@ def run_metaschedule(dag, compute, space, args, mode: Mode, tgt, worker, work: P
         "ms_curve": curve_text(curve),
         "_ms_curve": curve,
     }
+    best_s = work / "best.s"
+    if mode.mnemonic is not None and best_s.exists():
+        from benchmarks.metaschedule import asm_uses_vnni
+
+        row["ms_uses_intrinsic"] = asm_uses_vnni(best_s.read_text(), mode.mnemonic)
     if res.artifact_path is None:
         row["ms_status"] = f"error: {res.error}"
         return row, None
@@ -790,6 +824,7 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
         "dtype": "int8 (u8 x s8 -> s32)",
         "mode": mode.name,
         "vnni_note": mode.note,
+        "intrinsic": mode.mnemonic,
         "heronlike_target": mode.target,
         "ms_target": str(tgt.tvm_target()),
         "trials": args.trials,
@@ -905,6 +940,7 @@ COLUMNS = (
     "heronlike_ms", "ms_ms", "pytorch_ms", "numpy_ms",
     "speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_numpy",
     "heronlike_vnni", "ms_vnni", "both_vnni",
+    "intrinsic", "heronlike_uses_intrinsic", "ms_uses_intrinsic",
     "peak_kernel", "peak_gops",
     "heronlike_pct_peak", "ms_pct_peak", "pytorch_pct_peak", "numpy_pct_peak",
     "heronlike_tuning_best_ms", "ms_tuning_best_ms",
@@ -921,9 +957,18 @@ COLUMNS = (
 )  # fmt: skip
 
 #: columns read back as numbers / booleans when a CSV is resumed
-_BOOL_COLUMNS = ("heronlike_vnni", "ms_vnni", "both_vnni", "heronlike_correct", "ms_correct")
+_BOOL_COLUMNS = (
+    "heronlike_vnni",
+    "ms_vnni",
+    "both_vnni",
+    "heronlike_uses_intrinsic",
+    "ms_uses_intrinsic",
+    "heronlike_correct",
+    "ms_correct",
+)
 _TEXT_COLUMNS = {
     "case", "op", "params", "shape_run", "padded", "source", "dtype", "mode", "peak_kernel",
+    "intrinsic",
     "explorer",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
     "heronlike_target", "ms_target", "timing", "vnni_note", "heronlike_curve", "ms_curve",

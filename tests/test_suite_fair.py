@@ -22,9 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import suite  # noqa: E402
+from heronlike.host import cpu_flags  # noqa: E402
 
 VNNI = suite.Mode("vnni", "dlboost", "VNNI")
-GENERAL = suite.Mode("general", "llvm", "general: no VNNI; VNNI figures are unmeasured")
+GENERAL = suite.Mode(
+    "general", "llvm", "general: no VNNI; VNNI figures are unmeasured", mnemonic=None, tile=None
+)
+PMADDWD = suite.Mode(
+    "general", "llvm", "general: vpmaddwd", "heronlike_avx2_pmaddwd_8x2_u8s8s32", "vpmaddwd", (8, 2)
+)
 
 
 def test_vnni_mode_pads_every_column_to_the_tile() -> None:
@@ -36,15 +42,22 @@ def test_vnni_mode_pads_every_column_to_the_tile() -> None:
     assert suite.pad_to_intrinsic(op, params, VNNI) == (params, "")
     run, padded = suite.pad_to_intrinsic("gemv", {"M": 30, "K": 10}, VNNI)
     assert run == {"M": 32, "K": 12} and padded == "M 30->32, K 10->12"
+    # general mode with vpmaddwd: the same, to its 8 x 2 tile
+    run, padded = suite.pad_to_intrinsic("gemv", {"M": 30, "K": 9}, PMADDWD)
+    assert run == {"M": 32, "K": 10} and padded == "M 30->32, K 9->10"
 
 
 def test_mode_follows_the_cpu() -> None:
     from heronlike.dla_targets.dlboost import host_has_vnni
+    from heronlike.host import cpu_flags
 
     mode = suite.resolve_mode()
     assert mode.name == ("vnni" if host_has_vnni() else "general")
     if not host_has_vnni():
         assert mode.target == "llvm" and "unmeasured" in mode.note
+        if "avx2" in cpu_flags():  # both tuners get the vpmaddwd intrinsic, padded to it
+            assert mode.mnemonic == "vpmaddwd" and mode.tile in ((8, 2), (16, 2))
+            assert mode.intrinsic and "vpmaddwd" in mode.note
     assert suite.resolve_mode("general").target == "llvm"
     assert suite.resolve_mode(target="dlboost").name == "vnni"
 
@@ -95,7 +108,7 @@ def test_geomean_over_all_rows_and_both_vnni_rows() -> None:
 
 def test_vnni_is_read_from_the_assembly() -> None:
     """A DL Boost kernel built for a VNNI CPU (built, never run here) holds vpdpbusd; the
-    general rule set's kernel for an AVX2 CPU does not."""
+    general target's kernel for an AVX2 CPU does not, and holds vpmaddwd instead."""
     import tvm
 
     from benchmarks.metaschedule import asm_uses_vnni, executable_asm
@@ -110,8 +123,65 @@ def test_vnni_is_read_from_the_assembly() -> None:
         target = tvm.target.Target(space.target.tvm_target())
         asm = executable_asm(tvm.compile(space.apply(assignment).mod, target=target))
         assert asm is not None
-        found[mcpu] = asm_uses_vnni(asm)
-    assert found == {"cascadelake": True, "haswell": False}
+        found[mcpu] = (asm_uses_vnni(asm), asm_uses_vnni(asm, "vpmaddwd"))
+    assert found == {"cascadelake": (True, False), "haswell": (False, True)}
+
+
+@pytest.mark.skipif("avx2" not in cpu_flags(), reason="runs a haswell kernel")
+def test_metaschedule_gets_the_vpmaddwd_intrinsic() -> None:
+    """MetaSchedule's design space with heronlike's vpmaddwd intrinsic tensorizes a GEMM
+    whose weight is in heronlike's packed layout, and its sampled kernel is exact."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from benchmarks.metaschedule import (
+        _register_heronlike_intrinsic,
+        asm_uses_vnni,
+        executable_asm,
+        intrinsic_space,
+        pack_func_layouts,
+    )
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+    from heronlike.dla_targets.dlboost import PMADDWD_AVX2
+    from heronlike.reference import random_inputs, reference_outputs
+    from heronlike.space import generate_space
+
+    compute = ops.gemm(64, 64, 64, dtype="int8")
+    dag = ComputeDAG.from_compute(compute)
+    space = generate_space(compute, {"kind": "llvm", "mcpu": "haswell"})
+    layouts = suite.ms_layouts(space, dag.func)
+    func = pack_func_layouts(dag.func, layouts)
+    _register_heronlike_intrinsic(PMADDWD_AVX2.name)
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
+
+    def first_built(seed: int):  # noqa: ANN202 - a TVM executable or None
+        # MetaSchedule's own draws: some fail to build (a vectorized loop around the
+        # tensorized block), which its tuning skips as it skips any failed candidate
+        ctx = ms.TuneContext(
+            tvm.IRModule({"main": func}),
+            target=target,
+            space_generator=intrinsic_space(PMADDWD_AVX2.name),
+            task_name="gemm",
+            rand_state=seed,
+        )
+        for sch in ctx.generate_design_space():
+            assert PMADDWD_AVX2.name in str(sch.trace)  # every design space tensorizes
+            if all(postproc.apply(sch) for postproc in ctx.space_generator.postprocs):
+                try:
+                    return tvm.compile(sch.mod, target=target)
+                except tvm.error.InternalError:
+                    continue
+        return None
+
+    ex = next(ex for ex in map(first_built, range(1, 9)) if ex is not None)
+    assert asm_uses_vnni(executable_asm(ex), "vpmaddwd")
+    arrays = random_inputs(dag, np.random.default_rng(0))
+    (out,) = expected = reference_outputs(dag, arrays)
+    packed = [layouts[i].pack(a) if i in layouts else a for i, a in enumerate(arrays)]
+    tensors = [tvm.runtime.tensor(a) for a in packed]
+    ex["main"](*tensors)
+    np.testing.assert_array_equal(tensors[out].numpy(), expected[out])
 
 
 @pytest.mark.parametrize(
