@@ -288,7 +288,8 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
     note = (
         "general: this CPU has no AVX512-VNNI, so both tuners tensorize int8 onto heronlike's "
         f"exact vpmaddwd intrinsic ({intrin.n} x {intrin.k}; heronlike target llvm = dlboost "
-        "-general, MetaSchedule through MultiLevelTilingWithIntrin on the same llvm target); "
+        "-general; MetaSchedule through MultiLevelTilingWithIntrin, in union with its plain "
+        "LLVM space, on the same llvm target); "
         "VNNI figures are unmeasured"
     )
     return Mode(name, target, note, intrin.name, "vpmaddwd", (intrin.n, intrin.k))

@@ -17,8 +17,10 @@ Any shape: a stage whose extents VNNI's 16 × 4 tile does not divide (``N = 1000
 padded inside the kernel (:class:`heronlike.rules.pad.PadToIntrinsic`, measured).
 
 ``-general`` (or ``{"kind": "dlboost", "general": True}``, or the name ``"llvm"``) also runs on
-a CPU without VNNI (every stage then goes to the general rule set, and the target key names
-that CPU), and allows computes with no stage that maps onto VNNI (float32/float16 reductions,
+a CPU without VNNI (u8 × s8 stages are then tensorized onto the exact ``vpmaddwd`` intrinsic of
+AVX2 or AVX-512BW, :data:`PMADDWD_AVX2` / :data:`PMADDWD_AVX512`, every other stage goes to the
+general rule set, and the target key names that CPU), and allows computes with no stage that
+maps onto VNNI (float32/float16 reductions,
 depthwise convolution, softmax, normalisation, element-wise, transposes): such stages are tuned
 with the general rule set (multi-level tiling with a vector level, cache write, vectorise,
 parallel, unroll: :mod:`heronlike.rules.general`; row-wise reductions computed per row of their
@@ -307,7 +309,8 @@ def missing_host_features(mcpu: str) -> list[str]:
 
 
 class DLBoostTarget(DLATarget):
-    """AVX512-VNNI ("DL Boost") on the x86 CPU, tensorizing onto ``vpdpbusd``."""
+    """AVX512-VNNI ("DL Boost") on the x86 CPU, tensorizing onto ``vpdpbusd``; with
+    ``-general`` on a CPU without VNNI, onto ``vpmaddwd`` (AVX2 / AVX-512BW)."""
 
     names = ("dlboost", "llvm", "x86")
     option_names = ("mcpu", "num-cores", "general")
