@@ -80,6 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from heronlike.baselines import torch_paths_worker
 from heronlike.ops import OPERATORS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -464,121 +465,8 @@ def time_tvm_kernels(
     return dict(zip(kernels, results, strict=True))
 
 
-def _torch_worker(op: str, params: dict[str, int], samples: int, threads: int):
-    """Harness worker for PyTorch: every int8 CPU path PyTorch has for the operator is timed,
-    the fastest is returned as ``(seconds, implementation text naming the others)``.
-
-    Matrix products (GEMM, GEMV as a 1-row product, BMM as one call per batch):
-    ``torch.ao.nn.quantized.Linear`` (u8 x s8, weight pre-packed at ``set_weight_bias``,
-    requantised u8 output) under the ``onednn`` and ``x86`` engines, and ``torch._int_mm``
-    (s8 x s8 -> s32 exact; its weight cannot be pre-packed). Convolutions:
-    ``torch.ao.nn.quantized.Conv{1,2,3}d`` / ``ConvTranspose2d`` (u8 x s8, pre-packed weight,
-    channels-last) under both engines. SCAN: ``torch.cumsum`` over int32 rows.
-    """
-    import warnings
-
-    import torch
-
-    from heronlike.baselines import _MATMUL_SHAPES, _conv_geometry, _median_time
-
-    warnings.filterwarnings("ignore")  # quantized tensor creation is deprecated (still works)
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    engines = [e for e in ("onednn", "x86") if e in torch.backends.quantized.supported_engines]
-    timed: dict[str, float] = {}
-    failed: list[str] = []
-
-    def attempt(name: str, make) -> None:  # noqa: ANN001
-        try:
-            fn = make()
-            with torch.no_grad():
-                timed[name] = _median_time(fn, samples)
-        except Exception as err:  # noqa: BLE001 - the other paths still count
-            failed.append(f"{name} failed ({str(err).splitlines()[0][:80] if str(err) else err})")
-
-    if op in _MATMUL_SHAPES:
-        import torch.ao.nn.quantized as nnq
-
-        batch, M, N, K = _MATMUL_SHAPES[op](params)
-
-        def linear(engine: str):  # noqa: ANN202
-            def make():  # noqa: ANN202
-                torch.backends.quantized.engine = engine
-                mods = []
-                for _ in range(batch):
-                    mod = nnq.Linear(K, N, bias_=False)
-                    w = torch.randn(N, K) * 0.1
-                    mod.set_weight_bias(torch.quantize_per_tensor(w, 0.01, 0, torch.qint8), None)
-                    mod.scale, mod.zero_point = 1.0, 0
-                    mods.append(mod)
-                qx = torch.quantize_per_tensor(torch.rand(M, K), 1 / 255, 0, torch.quint8)
-                return lambda: [m(qx) for m in mods]
-
-            return make
-
-        for engine in engines:
-            attempt(f"torch.ao.nn.quantized.Linear ({engine} engine, pre-packed, u8 x s8)",
-                    linear(engine))  # fmt: skip
-
-        def int_mm():  # noqa: ANN202
-            a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
-            b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
-            if not torch.equal(torch._int_mm(a, b).to(torch.int64), a.long() @ b.long()):
-                raise ValueError("torch._int_mm is not exact on this CPU")
-            return lambda: [torch._int_mm(a, b) for _ in range(batch)]
-
-        attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed)", int_mm)
-    elif op == "scan":
-
-        def cumsum():  # noqa: ANN202
-            x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
-            return lambda: torch.cumsum(x, dim=1)
-
-        attempt("torch.cumsum (int32)", cumsum)
-    else:
-        import torch.ao.nn.quantized as nnq
-
-        g = _conv_geometry(op, params)
-        nd = len(g["spatial"])
-        ci, co, groups = g["CI"], g["CO"], g["groups"]
-        kw = dict(stride=g["stride"], padding=g["pad"], dilation=g["dilation"], groups=groups)
-
-        def conv(engine: str):  # noqa: ANN202
-            def make():  # noqa: ANN202
-                torch.backends.quantized.engine = engine
-                if g["transposed"]:
-                    if nd != 2:
-                        raise ValueError("only 2-D transposed convolution")
-                    mod = nnq.ConvTranspose2d(
-                        ci, co, g["kernel"], output_padding=g["output_padding"], **kw
-                    )
-                    wshape = (ci, co // groups, *g["kernel"])
-                else:
-                    mod = {1: nnq.Conv1d, 2: nnq.Conv2d, 3: nnq.Conv3d}[nd](
-                        ci, co, g["kernel"], **kw
-                    )
-                    wshape = (co, ci // groups, *g["kernel"])
-                w = torch.quantize_per_tensor(torch.randn(wshape) * 0.1, 0.01, 0, torch.qint8)
-                mod.set_weight_bias(w, None)
-                mod.scale, mod.zero_point = 1.0, 0
-                x = torch.rand(g["N"], ci, *g["spatial"])
-                qx = torch.quantize_per_tensor(x, 1 / 255, 0, torch.quint8)
-                fmt = {2: torch.channels_last, 3: torch.channels_last_3d}.get(nd)
-                if fmt is not None:
-                    qx = qx.contiguous(memory_format=fmt)
-                return lambda: mod(qx)
-
-            return make
-
-        for engine in engines:
-            name = f"torch.ao.nn.quantized.{'ConvTranspose2d' if g['transposed'] else 'Conv'}"
-            name += f"{'' if g['transposed'] else f'{nd}d'} ({engine} engine, pre-packed, u8 x s8)"
-            attempt(name, conv(engine))
-    if not timed:
-        raise RuntimeError("; ".join(failed) or f"no PyTorch path for {op!r}")
-    best = min(timed, key=timed.__getitem__)
-    others = [f"{n} {t * 1e3:.3g} ms" for n, t in timed.items() if n != best] + failed
-    return timed[best], best + (f" [also: {'; '.join(others)}]" if others else "")
+#: the harness's PyTorch worker: every int8 CPU path PyTorch has, the fastest kept
+_torch_worker = torch_paths_worker
 
 
 def time_pytorch(op: str, params: dict[str, int], threads: int) -> tuple[float | None, str]:

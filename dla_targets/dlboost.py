@@ -168,7 +168,8 @@ def _pmaddwd_functions(vector_bytes: int) -> tuple[Any, Any]:
     which is then added to ``C``: 2 multiply-adds per lane per instruction, and exact
     (``|u8 · s8| · 2 ≤ 65 280`` fits int32). TVM's own ``dot_16x4_avx512`` uses
     ``vpmaddubsw`` instead, which saturates at int16 and is not exact for u8 × s8 operands
-    (oneDNN and FBGEMM avoid it with 7-bit activations).
+    (oneDNN and FBGEMM use it on AVX2 too, and keep activations to 7 bits where exactness
+    matters).
     """
     from tvm.script import tirx as T
 

@@ -3,16 +3,17 @@
 * numpy: ``float32`` matmul through its BLAS (OpenBLAS in the wheels). numpy has no int8
   GEMM, and its integer matmul bypasses BLAS (about 100× slower), so float32 is the fair
   "numpy" figure for an int8 GEMM.
-* PyTorch: ``torch._int_mm`` (int8 × int8 → int32 through oneDNN, which uses VNNI); optional,
-  installed with ``pip install heronlike[bench]``.
+* PyTorch: its fastest int8 path (:func:`torch_op`: pre-packed quantized ``Linear`` /
+  ``Conv``, ``torch._int_mm``); optional, installed with ``pip install heronlike[bench]``.
 
 Each function runs in a fresh worker process (:func:`heronlike.measure.run_in_subprocess`)
 with ``num_threads`` threads and returns the median latency in seconds over ``repeat`` timed
 calls after warm-up, or ``None`` with a reason when the library is missing or rejects the shape.
 
 :func:`torch_op` and :func:`numpy_op` cover every operator of :mod:`heronlike.ops` by name and
-shape parameters (the benchmark suite uses them): ``torch._int_mm`` for the matrix products,
-PyTorch's quantized (u8 × s8) convolutions, numpy im2col + BLAS matmul for convolutions.
+shape parameters (the benchmark suite and ``heronlike tune`` use them): PyTorch's quantized
+(u8 × s8) products and convolutions or ``torch._int_mm``, numpy im2col + BLAS matmul for
+convolutions.
 """
 
 from __future__ import annotations
@@ -196,56 +197,141 @@ def _numpy_conv_worker(g: dict[str, object], repeat: int) -> float:
     return _median_time(run, repeat)
 
 
-def _torch_conv_worker(g: dict[str, object], repeat: int, threads: int) -> tuple[float, str]:
+def torch_paths_worker(
+    op: str, params: dict[str, int], samples: int, threads: int
+) -> tuple[float, str]:
+    """Every int8 CPU path PyTorch has for operator ``op`` of :mod:`heronlike.ops`, each timed
+    (median of ``samples`` calls of at least 10 ms) on ``threads`` threads; the fastest is
+    returned as ``(seconds, implementation text naming the others and their times)``. Run it
+    in a worker process (:func:`torch_op`, the benchmark suite's harness).
+
+    Matrix products (GEMM, GEMV as a 1-row product, BMM as one call per batch):
+    ``torch.ao.nn.quantized.Linear`` (u8 x s8, weight pre-packed at ``set_weight_bias``,
+    requantised u8 output) under the ``onednn`` and ``x86`` engines, and ``torch._int_mm``
+    (s8 x s8 -> s32 exact; its weight cannot be pre-packed). Convolutions:
+    ``torch.ao.nn.quantized.Conv{1,2,3}d`` / ``ConvTranspose2d`` (u8 x s8, pre-packed weight,
+    channels-last) under both engines. SCAN: ``torch.cumsum`` over int32 rows.
+
+    Raises:
+        RuntimeError: no path ran (each failure named).
+        ModuleNotFoundError: PyTorch is not installed.
+    """
     import warnings
 
     import torch
-    import torch.ao.nn.quantized as nnq
 
     warnings.filterwarnings("ignore")  # quantized tensor creation is deprecated (still works)
     torch.set_num_threads(threads)
-    nd = len(g["spatial"])
-    ci, co, groups = g["CI"], g["CO"], g["groups"]
-    kw = dict(stride=g["stride"], padding=g["pad"], dilation=g["dilation"], groups=groups)
-    if g["transposed"]:
-        if nd != 2:
-            raise ValueError("only 2-D transposed convolution")
-        mod = nnq.ConvTranspose2d(ci, co, g["kernel"], output_padding=g["output_padding"], **kw)
-        wshape = (ci, co // groups, *g["kernel"])
-    else:
-        mod = {1: nnq.Conv1d, 2: nnq.Conv2d, 3: nnq.Conv3d}[nd](ci, co, g["kernel"], **kw)
-        wshape = (co, ci // groups, *g["kernel"])
     torch.manual_seed(0)
-    qw = torch.quantize_per_tensor(torch.randn(wshape) * 0.1, 0.01, 0, torch.qint8)
-    mod.set_weight_bias(qw, None)
-    mod.scale, mod.zero_point = 1.0, 0
-    qx = torch.quantize_per_tensor(torch.rand(g["N"], ci, *g["spatial"]), 1 / 255, 0, torch.quint8)
-    fmt = {2: torch.channels_last, 3: torch.channels_last_3d}.get(nd)
-    if fmt is not None:
-        qx = qx.contiguous(memory_format=fmt)
-    name = type(mod).__name__
-    impl = f"torch.ao.nn.quantized.{name} ({torch.backends.quantized.engine} engine, u8 x s8)"
-    with torch.no_grad():
-        return _median_time(lambda: mod(qx), repeat), impl
+    engines = [e for e in ("onednn", "x86") if e in torch.backends.quantized.supported_engines]
+    timed: dict[str, float] = {}
+    failed: list[str] = []
 
+    def attempt(name: str, make) -> None:  # noqa: ANN001
+        try:
+            fn = make()
+            with torch.no_grad():
+                timed[name] = _median_time(fn, samples)
+        except Exception as err:  # noqa: BLE001 - the other paths still count
+            failed.append(f"{name} failed ({str(err).splitlines()[0][:80] if str(err) else err})")
 
-def _torch_scan_worker(p: dict[str, int], repeat: int, threads: int) -> float:
-    import torch
+    if op in _MATMUL_SHAPES:
+        import torch.ao.nn.quantized as nnq
 
-    torch.set_num_threads(threads)
-    x = torch.randint(0, 256, (p["M"], p["K"]), dtype=torch.int32)
-    return _median_time(lambda: torch.cumsum(x, dim=1), repeat)
+        batch, M, N, K = _MATMUL_SHAPES[op](params)
+
+        def linear(engine: str):  # noqa: ANN202
+            def make():  # noqa: ANN202
+                torch.backends.quantized.engine = engine
+                mods = []
+                for _ in range(batch):
+                    mod = nnq.Linear(K, N, bias_=False)
+                    w = torch.randn(N, K) * 0.1
+                    mod.set_weight_bias(torch.quantize_per_tensor(w, 0.01, 0, torch.qint8), None)
+                    mod.scale, mod.zero_point = 1.0, 0
+                    mods.append(mod)
+                qx = torch.quantize_per_tensor(torch.rand(M, K), 1 / 255, 0, torch.quint8)
+                return lambda: [m(qx) for m in mods]
+
+            return make
+
+        for engine in engines:
+            attempt(f"torch.ao.nn.quantized.Linear ({engine} engine, pre-packed, u8 x s8)",
+                    linear(engine))  # fmt: skip
+
+        def int_mm():  # noqa: ANN202
+            a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
+            b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
+            if not torch.equal(torch._int_mm(a, b).to(torch.int64), a.long() @ b.long()):
+                raise ValueError("torch._int_mm is not exact on this CPU")
+            return lambda: [torch._int_mm(a, b) for _ in range(batch)]
+
+        attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed)", int_mm)
+    elif op == "scan":
+
+        def cumsum():  # noqa: ANN202
+            x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
+            return lambda: torch.cumsum(x, dim=1)
+
+        attempt("torch.cumsum (int32)", cumsum)
+    else:
+        import torch.ao.nn.quantized as nnq
+
+        g = _conv_geometry(op, params)
+        nd = len(g["spatial"])
+        ci, co, groups = g["CI"], g["CO"], g["groups"]
+        kw = dict(stride=g["stride"], padding=g["pad"], dilation=g["dilation"], groups=groups)
+
+        def conv(engine: str):  # noqa: ANN202
+            def make():  # noqa: ANN202
+                torch.backends.quantized.engine = engine
+                if g["transposed"]:
+                    if nd != 2:
+                        raise ValueError("only 2-D transposed convolution")
+                    mod = nnq.ConvTranspose2d(
+                        ci, co, g["kernel"], output_padding=g["output_padding"], **kw
+                    )
+                    wshape = (ci, co // groups, *g["kernel"])
+                else:
+                    mod = {1: nnq.Conv1d, 2: nnq.Conv2d, 3: nnq.Conv3d}[nd](
+                        ci, co, g["kernel"], **kw
+                    )
+                    wshape = (co, ci // groups, *g["kernel"])
+                w = torch.quantize_per_tensor(torch.randn(wshape) * 0.1, 0.01, 0, torch.qint8)
+                mod.set_weight_bias(w, None)
+                mod.scale, mod.zero_point = 1.0, 0
+                x = torch.rand(g["N"], ci, *g["spatial"])
+                qx = torch.quantize_per_tensor(x, 1 / 255, 0, torch.quint8)
+                fmt = {2: torch.channels_last, 3: torch.channels_last_3d}.get(nd)
+                if fmt is not None:
+                    qx = qx.contiguous(memory_format=fmt)
+                return lambda: mod(qx)
+
+            return make
+
+        for engine in engines:
+            name = f"torch.ao.nn.quantized.{'ConvTranspose2d' if g['transposed'] else 'Conv'}"
+            name += f"{'' if g['transposed'] else f'{nd}d'} ({engine} engine, pre-packed, u8 x s8)"
+            attempt(name, conv(engine))
+    if not timed:
+        raise RuntimeError("; ".join(failed) or f"no PyTorch path for {op!r}")
+    best = min(timed, key=timed.__getitem__)
+    others = [f"{n} {t * 1e3:.3g} ms" for n, t in timed.items() if n != best] + failed
+    return timed[best], best + (f" [also: {'; '.join(others)}]" if others else "")
 
 
 def torch_op(
     op: str, params: dict[str, int], *, threads: int, repeat: int = 15
 ) -> tuple[float | None, str]:
-    """Median seconds of PyTorch (CPU) computing operator ``op`` of :mod:`heronlike.ops`.
+    """Median seconds of PyTorch's fastest int8 CPU path for operator ``op`` of
+    :mod:`heronlike.ops` (:func:`torch_paths_worker` in a worker process), and what ran.
 
-    What runs (the second value names it, for the ``pytorch_impl`` column):
+    The paths (the second value names the fastest and the others' times):
 
-    * ``gemm``, ``gemv`` (a 1-row product), ``bmm`` (one call per batch): ``torch._int_mm``,
-      s8 × s8 → s32 through oneDNN;
+    * ``gemm``, ``gemv`` (a 1-row product), ``bmm`` (one call per batch):
+      ``torch.ao.nn.quantized.Linear`` (u8 × s8, pre-packed, ``onednn`` and ``x86`` engines)
+      and ``torch._int_mm`` (s8 × s8 → s32 through oneDNN; on a CPU without VNNI a slow
+      fallback, so the quantized Linear is PyTorch's real int8 GEMM there);
     * convolutions (``c1d``, ``c2d``, ``c3d``, ``dil``, ``group_c2d``, ``depthwise_c2d``,
       ``t2d``): ``torch.ao.nn.quantized.Conv{1,2,3}d`` / ``ConvTranspose2d``, u8 × s8 with a
       requantized u8 output (PyTorch has no int8 → int32 CPU convolution), channels-last;
@@ -254,21 +340,11 @@ def torch_op(
     Returns ``(None, reason)`` when PyTorch is missing or rejects the operator or shape.
     """
     try:
-        if op in _MATMUL_SHAPES:
-            batch, M, N, K = _MATMUL_SHAPES[op](params)
-            return torch_int_mm(M, N, K, batch=batch, threads=threads, repeat=repeat)
-        if op in _CONV_OPS:
-            g = _conv_geometry(op, params)
-            t, impl = run_in_subprocess(
-                _torch_conv_worker, g, repeat, threads, timeout_s=300, num_threads=threads
-            )
-            return t, impl
-        if op == "scan":
-            t = run_in_subprocess(
-                _torch_scan_worker, params, repeat, threads, timeout_s=300, num_threads=threads
-            )
-            return t, "torch.cumsum (int32)"
-        return None, f"no PyTorch baseline for {op!r}"
+        if op not in _MATMUL_SHAPES and op not in _CONV_OPS and op != "scan":
+            return None, f"no PyTorch baseline for {op!r}"
+        return run_in_subprocess(
+            torch_paths_worker, op, params, repeat, threads, timeout_s=300, num_threads=threads
+        )
     except ModuleNotFoundError:
         return None, "PyTorch is not installed (pip install 'heronlike[bench]')"
     except Exception as err:

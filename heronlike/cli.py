@@ -283,20 +283,17 @@ def _print_result(r) -> None:  # noqa: ANN001
 
 
 def _print_baselines(op: str, dims: tuple[int, ...], r) -> None:  # noqa: ANN001
-    from .baselines import numpy_matmul, torch_int_mm
+    from .baselines import numpy_op, torch_op
 
-    if op == "gemm":
-        batch, (M, N, K) = 1, dims
-    elif op == "bmm":
-        batch, M, N, K = dims
-    else:
-        batch, M, N, K = 1, dims[0], 1, dims[1]
+    names = {"gemm": ("M", "N", "K"), "bmm": ("B", "M", "N", "K"), "gemv": ("M", "K")}[op]
+    params = dict(zip(names, dims, strict=True))
     threads = r.space.target.cores
     table = Table(title="baselines, same shape, same machine, same threads")
     for col in ("library", "latency ms", "GOP/s", "heronlike speed-up"):
         table.add_column(col)
-    for fn in (torch_int_mm, numpy_matmul):
-        lat, note = fn(M, N, K, batch=batch, threads=threads)
+    for fn in (torch_op, numpy_op):
+        lat, note = fn(op, params, threads=threads)
+        note = note.split(" [also: ")[0]  # the fastest path PyTorch has; the others slower
         if lat is None:
             table.add_row(note, "-", "-", "-")
         else:

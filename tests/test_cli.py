@@ -221,3 +221,34 @@ def test_tune_on_vta_reports_cycles_and_no_host_baselines(tmp_path: Path) -> Non
     assert res.exit_code == 0, res.output
     assert "simulated cycles" in res.output and "bit-exact" in res.output
     assert "baselines" not in res.output
+
+
+def test_tune_prints_pytorchs_fastest_int8_path(tmp_path: Path) -> None:
+    """The baseline table of ``tune`` names PyTorch's fastest int8 path (on a CPU without
+    VNNI the pre-packed quantized ``Linear``, not ``torch._int_mm``'s slow fallback) and numpy,
+    each with a latency; a real small tune on the general target, which runs on any x86 CPU."""
+    pytest.importorskip("torch")
+    res = CliRunner().invoke(
+        cli.main,
+        [
+            "tune",
+            "gemm",
+            "--shape",
+            "64,64,64",
+            "--target",
+            "llvm",
+            "--trials",
+            "2",
+            "--batch-size",
+            "2",
+            "--records",
+            str(tmp_path / "r.sqlite"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    table = res.output.split("baselines, same shape")[1]
+    assert "numpy float32 matmul" in table
+    assert "torch._int_mm" in table or "torch.ao.nn.quantized.Linear" in table
+    assert "[also:" not in table and "failed" not in table  # the fastest path only, timed
+    if not host_has_vnni():
+        assert "torch.ao.nn.quantized.Linear" in table, table
