@@ -184,7 +184,7 @@ def _init_worker(guard: bool) -> None:
         register_vnni("dot_16x4_vnni", override=True)
 
 
-def intrinsic_space(intrinsic: str, with_plain: bool = True) -> Any:
+def intrinsic_space(intrinsic: str) -> Any:
     """MetaSchedule's CPU design space with tensorization onto the registered TVM intrinsic
     ``intrinsic``: its default LLVM schedule rules with ``MultiLevelTilingWithIntrin`` (the
     ``SSRSRS`` structure and the cache-write reuse its x86 VNNI rules use) before the plain
@@ -192,10 +192,10 @@ def intrinsic_space(intrinsic: str, with_plain: bool = True) -> Any:
     ``DefaultX86("vnni")`` builds, with another intrinsic. How MetaSchedule is given the
     vpmaddwd intrinsic heronlike uses on a CPU without VNNI.
 
-    With ``with_plain`` (default) the result is the union of that space and MetaSchedule's
-    default LLVM space: ``MultiLevelTilingWithIntrin`` replaces the untensorized tiling of a
-    block it applies to, so the union lets MetaSchedule's search keep the plain kernels too
-    (on some shapes they are its best), and gives it every advantage heronlike has."""
+    The result is the union of that space and MetaSchedule's default LLVM space:
+    ``MultiLevelTilingWithIntrin`` replaces the untensorized tiling of a block it applies to,
+    so the union lets MetaSchedule's search keep the plain kernels too (on some shapes they
+    are its best), and gives it every advantage heronlike has."""
     from tvm.s_tir import meta_schedule as ms
 
     reuse = ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global")
@@ -218,16 +218,14 @@ def intrinsic_space(intrinsic: str, with_plain: bool = True) -> Any:
         ms.postproc.RewriteTensorize(vectorize_init_loop=True),
         ms.postproc.RewriteLayout(),
     ]
-    spaces = [ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs)]
-    if not with_plain:
-        return spaces[0]
     # RewriteTensorize touches only blocks marked for tensorization: the plain candidates
     # go through the same post-processors as MetaSchedule's default LLVM ones
-    spaces.append(
+    spaces = [
+        ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs),
         ms.space_generator.PostOrderApply(
             sch_rules=ms.ScheduleRule.create("llvm"), postprocs=postprocs
-        )
-    )
+        ),
+    ]
     return ms.space_generator.SpaceGeneratorUnion(
         spaces, sch_rules=rules, postprocs=postprocs, mutator_probs="llvm"
     )
