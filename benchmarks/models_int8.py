@@ -11,7 +11,8 @@ Per model (ResNet-50 batch 1 224x224 or BERT-base sequence 128; random weights, 
    + ``MatMulInteger``: what transformers usually get).
 2. **heronlike int8**: :func:`heronlike.model.tune_model` on the quantized file with ``--trials``
    in total, on ``--target`` (default ``llvm``: on a CPU with AVX512-VNNI the integer layers go
-   onto ``vpdpbusd``, the rest to the general rule set; without VNNI all of it does), then
+   onto ``vpdpbusd``, without it onto ``vpmaddwd`` (AVX-512BW or AVX2), the rest to the general
+   rule set), then
    :func:`~heronlike.model.compile_model`.
    Records in ``<work>/<model>-<quantize>-int8.sqlite`` (a rerun resumes).
 3. **heronlike float32**: the same on the float file, on ``llvm``, ``--float-trials`` (default
@@ -33,8 +34,10 @@ file (``onnx.utils.extract_model``) and both engines run it on the same input, O
 own value of that layer's input.
 
 **Per task**: heronlike's best latency, GOP/s and % of this machine's measured peak
-(:func:`benchmarks.peak.measure_peaks` on ``--threads`` threads: the ``vpdpbusd`` kernel for
-int8 tasks, only where the CPU has VNNI; the fp32 FMA kernel for float32 tasks; named in the row).
+(:func:`benchmarks.peak.measure_peaks` on ``--threads`` threads: for a task tensorized onto the
+int8 intrinsic the kernel of its instruction, ``vpdpbusd`` with VNNI, else ``vpmaddwd``; the
+fp32 FMA kernel for every other task, the float layers of an int8 model included; named in the
+row).
 
 Writes ``<out>/models_int8-<model>-<quantize>-t<trials>-<cpu>-<date>.csv`` (one row per engine,
 every row naming the CPU and date), ``...-tasks.csv``, ``...-layers.csv`` (``--layers``) and a
@@ -269,11 +272,17 @@ def tune_and_compile(
     loaded = hm.load(compiled.export_library(records.with_suffix(".so")))
     found = hm.extract_tasks(model, target)
     flop = {t.workload_key: t.flop for t in found}
+    tensorized = {
+        t.workload_key
+        for t in found
+        if t.space is not None and any(s.op == "tensorize" for s in t.space.template.steps)
+    }
     tasks = [
         dict(
             task=t.name,
             weight=t.weight,
             flop=flop.get(t.workload_key, 0.0),
+            tensorized=t.workload_key in tensorized,
             trials=getattr(t, "trials", 0),
             best_latency_s=getattr(t, "best_latency_s", None),
         )
@@ -292,12 +301,13 @@ def tune_and_compile(
 
 def measure_peak(threads: int) -> dict[str, tuple[str, float]]:
     """This machine's measured peaks on ``threads`` threads, by precision: ``"int8"`` the
-    ``vpdpbusd`` kernel (only with VNNI: without it no int8 peak is measured, and int8 tasks
-    get no % of peak), ``"float32"`` the fp32 FMA kernel. Values are ``(kernel, op/s)``."""
+    kernel of the instruction the int8 tasks run on, chosen as the target chooses it
+    (``vpdpbusd`` with VNNI, else ``vpmaddwd`` on AVX-512BW, else on AVX2), ``"float32"`` the
+    fp32 FMA kernel. Values are ``(kernel, op/s)``."""
     from benchmarks.peak import measure_peaks
 
     wanted = {
-        "int8": ["vnni_u8s8_avx512", "vnni_u8s8_avx"],
+        "int8": ["vnni_u8s8_avx512", "vnni_u8s8_avx", "pmaddwd_s16_avx512", "pmaddwd_s16_avx2"],
         "float32": ["fma_f32_avx512", "fma_f32_avx2"],
     }
     try:
@@ -442,17 +452,19 @@ def main() -> None:
     with open(args.out / f"{stem}-tasks.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(
-            ["model", "precision", "task", "weight", "gop", "trials", "best_latency_s",
-             "gop_per_s", "pct_of_peak", "peak_kernel", "cpu_model", "date"]
+            ["model", "precision", "task", "tensorized", "weight", "gop", "trials",
+             "best_latency_s", "gop_per_s", "pct_of_peak", "peak_kernel", "cpu_model", "date"]
         )  # fmt: skip
         for precision, h in (("int8", h8), ("float32", h32)):
-            kernel, peak = peaks.get(precision, (None, None))
             for t in h["tasks"]:
+                # a task on the int8 intrinsic against its instruction's peak, any other (the
+                # float layers an int8 model keeps) against the fp32 FMA peak
+                kernel, peak = peaks.get("int8" if t["tensorized"] else "float32", (None, None))
                 lat = t["best_latency_s"]
                 rate = t["flop"] / lat if lat else None
                 w.writerow(
-                    [args.model, precision, t["task"], t["weight"], t["flop"] / 1e9, t["trials"],
-                     lat, rate / 1e9 if rate else None,
+                    [args.model, precision, t["task"], t["tensorized"], t["weight"],
+                     t["flop"] / 1e9, t["trials"], lat, rate / 1e9 if rate else None,
                      100 * rate / peak if rate and peak else None, kernel, stamp["cpu_model"],
                      stamp["date"]]
                 )  # fmt: skip

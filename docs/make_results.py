@@ -414,7 +414,7 @@ def paired_row(raw: list[Row]) -> list[Row]:
 
 
 def model_run(row: Row) -> str:
-    m = re.match(r"models_e2e-(\w+)-t(\d+)-", row["_file"])
+    m = re.match(r"models_(?:e2e|int8)-(\w+)-(?:\w+-)?t(\d+)-", row["_file"])
     name = {"resnet50": "ResNet-50", "bert": "BERT-base"}.get(m[1], m[1]) if m else row["_file"]
     return f"{name} @{m[2]}" if m else name
 
@@ -492,6 +492,11 @@ MODEL_COLUMNS = (
 )
 MODELS_CMD = (
     "python benchmarks/models_e2e.py --model resnet50 --trials 1152  (--model bert --trials 320)"
+)
+
+MODELS_INT8_CMD = (
+    "python benchmarks/models_int8.py --model bert --trials 480 --layers"
+    "  (--model resnet50 --trials 1000)"
 )
 
 SUITE_COLUMNS = (
@@ -673,6 +678,47 @@ TABLES: dict[str, Table] = {
                 Col("ONNX Runtime ms (profiled)", "{onnxruntime_s!k:.2f}"),
             ),
             MODELS_CMD,
+        ),
+        Table(
+            "models-int8",
+            ("models_int8-*[0-9].csv",),
+            (
+                Col("model @ trials", model_run),
+                Col("quantized", "{quantize}"),
+                *_engines(
+                    ("heronlike int8 ms", "heronlike_int8"),
+                    ("ONNX Runtime int8 ms", "onnxruntime_int8"),
+                    ("heronlike fp32 ms", "heronlike_float32"),
+                    ("ONNX Runtime fp32 ms", "onnxruntime_float32"),
+                ),
+                Col(
+                    "int8 vs ONNX Runtime int8", "{heronlike_int8[speedup_vs_onnxruntime_int8]:.2f}"
+                ),
+                Col("int8 vs own fp32", "{heronlike_int8[speedup_vs_own_float32]:.2f}"),
+                Col(
+                    "layers int8 / float",
+                    "{heronlike_int8[integer_layers]} / {heronlike_int8[float_layers]}",
+                ),
+            ),  # fmt: skip
+            MODELS_INT8_CMD,
+            rows=pivot("engine", ("model", "quantize")),
+        ),
+        Table(
+            "models-int8-tasks",
+            ("models_int8-*-tasks.csv",),
+            (
+                Col("model @ trials", model_run),
+                Col("precision", "{precision}"),
+                Col("task", lambda r: fmt("{task}", r).split(" ")[0][:48]),
+                Col("shape", lambda r: " ".join(fmt("{task}", r).split(" ")[1:])[:40]),
+                Col("× per run", "{weight}"),
+                Col("trials", "{trials}"),
+                Col("ms", "{best_latency_s!k:.3f}"),
+                Col("GOP/s", "{gop_per_s:.0f}"),
+                Col("% of peak", "{pct_of_peak:.0f} ({peak_kernel})"),
+            ),
+            MODELS_INT8_CMD,
+            where=lambda r: isinstance(r.get("gop"), int | float) and r["gop"] >= 0.01,
         ),
         Table(
             "model-estimate",
