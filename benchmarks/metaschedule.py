@@ -72,9 +72,10 @@ class MetaScheduleResult:
 VNNI_MNEMONIC = "vpdpbusd"
 
 
-def asm_uses_vnni(asm: str, mnemonic: str = VNNI_MNEMONIC) -> bool:
-    """Whether assembly text holds a ``vpdpbusd`` (any operand width or encoding), or the
-    instruction ``mnemonic`` (``"vpmaddwd"``: the u8 x s8 intrinsic of CPUs without VNNI)."""
+def asm_uses(asm: str, mnemonic: str = VNNI_MNEMONIC) -> bool:
+    """Whether assembly text holds the instruction ``mnemonic`` (any operand width or
+    encoding): by default ``vpdpbusd`` (VNNI), or e.g. ``"vpmaddwd"``, the u8 x s8 intrinsic of
+    CPUs without VNNI."""
     return mnemonic in asm.lower()
 
 
@@ -102,7 +103,7 @@ def library_uses_vnni(path: str | Path) -> bool | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return asm_uses_vnni(out)
+    return asm_uses(out)
 
 
 _CURVE_CALLBACK: Any = None
@@ -317,7 +318,7 @@ def _tune(
         asm = executable_asm(executable)
         if asm is not None:
             (Path(work_dir) / "best.s").write_text(asm)
-        vnni = asm_uses_vnni(asm) if asm is not None else library_uses_vnni(path)
+        vnni = asm_uses(asm) if asm is not None else library_uses_vnni(path)
         artifact = str(path)
     return MetaScheduleResult(
         artifact_path=artifact,

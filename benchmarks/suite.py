@@ -554,7 +554,7 @@ def run_heronlike(compute: Any, args, mode: Mode, work: Path, arrays):
     """Tune with heronlike; CSV fields, its best kernel as ``(library, arrays in its
     layout)`` or None, and the tune's space (whose ``packed`` layouts MetaSchedule gets too)."""
     import heronlike
-    from benchmarks.metaschedule import asm_uses_vnni, executable_asm, library_uses_vnni
+    from benchmarks.metaschedule import asm_uses, executable_asm, library_uses_vnni
 
     curve: list[tuple[int, float, float | None]] = []
     t0 = time.perf_counter()
@@ -603,9 +603,9 @@ def run_heronlike(compute: Any, args, mode: Mode, work: Path, arrays):
     asm = executable_asm(r.kernel.executable)
     if asm is not None:
         (work / "best.s").write_text(asm)
-    row["heronlike_vnni"] = asm_uses_vnni(asm) if asm is not None else library_uses_vnni(so)
+    row["heronlike_vnni"] = asm_uses(asm) if asm is not None else library_uses_vnni(so)
     if mode.mnemonic is not None and asm is not None:
-        row["heronlike_uses_intrinsic"] = asm_uses_vnni(asm, mode.mnemonic)
+        row["heronlike_uses_intrinsic"] = asm_uses(asm, mode.mnemonic)
     return row, (so, r.space.prepare_args(arrays)), r.space
 
 
@@ -671,9 +671,9 @@ def run_metaschedule(dag, compute, space, args, mode: Mode, tgt, worker, work: P
     }
     best_s = work / "best.s"
     if mode.mnemonic is not None and best_s.exists():
-        from benchmarks.metaschedule import asm_uses_vnni
+        from benchmarks.metaschedule import asm_uses
 
-        row["ms_uses_intrinsic"] = asm_uses_vnni(best_s.read_text(), mode.mnemonic)
+        row["ms_uses_intrinsic"] = asm_uses(best_s.read_text(), mode.mnemonic)
     if res.artifact_path is None:
         row["ms_status"] = f"error: {res.error}"
         return row, None

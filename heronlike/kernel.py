@@ -40,6 +40,13 @@ class BuiltKernel:
         return self.schedule.mod.script()
 
     @property
+    def assembly(self) -> str:
+        """The compiled kernel as assembly text (x86 AT&T syntax for CPU targets), for checking
+        which instructions it uses; for CUDA, the host side only (the device code is in
+        ``executable.mod.imports``)."""
+        return str(self.executable.mod.inspect_source("asm"))
+
+    @property
     def trace(self) -> str:
         """The schedule as a replayable trace (a Python ``apply_trace(sch)`` function)."""
         return str(self.schedule.trace)

@@ -14,15 +14,9 @@ import pytest
 from heronlike import ops
 from heronlike.dla_targets import amx
 from heronlike.errors import HostFeatureError
+from heronlike.kernel import BuiltKernel
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _asm(space, assignment) -> str:  # noqa: ANN001
-    import tvm
-
-    target = tvm.target.Target(space.target.tvm_target())
-    return str(tvm.compile(space.apply(assignment).mod, target=target).mod.inspect_source("asm"))
 
 
 def test_target_file_uses_only_public_names() -> None:
@@ -87,7 +81,7 @@ def test_candidates_build_for_sapphirerapids(compute) -> None:  # noqa: ANN001
     for s in RandSAT(space.csp, seed=1).sample(3):
         member = family[s[f"{stage}.intrinsic"]]
         c_tiles = member.register_tiles["c"]
-        asm = _asm(space, s)
+        asm = BuiltKernel(space, s, space.target.tvm_target()).assembly
         check = amx.check_tile_assembly(asm, c_tiles)
         assert check["ok"], check
         instruction = "tdpbf16ps" if match.intrinsic.a_dtype == "bfloat16" else "tdpbusd"

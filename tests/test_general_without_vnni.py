@@ -14,18 +14,12 @@ import heronlike
 from heronlike import ops
 from heronlike.dla_targets.dlboost import PMADDWD_AVX2, PMADDWD_AVX512, VNNI
 from heronlike.host import cpu_flags
+from heronlike.kernel import BuiltKernel
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
 from heronlike.target import get_target
 
 needs_avx2 = pytest.mark.skipif("avx2" not in cpu_flags(), reason="needs an AVX2 CPU")
-
-
-def _asm(space, assignment) -> str:  # noqa: ANN001
-    import tvm
-
-    target = tvm.target.Target(space.target.tvm_target())
-    return str(tvm.compile(space.apply(assignment).mod, target=target).mod.inspect_source("asm"))
 
 
 def test_intrinsic_by_cpu() -> None:
@@ -53,7 +47,7 @@ def test_int8_gemm_is_tensorized_onto_vpmaddwd(mcpu: str, mnemonic: str) -> None
     space = generate_space(ops.gemm(64, 48, 64), f"dlboost -general -mcpu={mcpu}")
     assert "tensorize" in [s.op for s in space.template.steps]
     for assignment in RandSAT(space.csp, seed=1).sample(4):
-        asm = _asm(space, assignment)
+        asm = BuiltKernel(space, assignment, space.target.tvm_target()).assembly
         lines = [ln for ln in asm.splitlines() if "vpmaddwd" in ln]
         assert lines and all(mnemonic in ln for ln in lines)
         assert "vpmaddubsw" not in asm and "vpdpbusd" not in asm

@@ -216,7 +216,7 @@ def test_integer_layers_tensorize_onto_vnni_with_the_requantise_fused(tmp_path: 
     quantized model's integer layers onto ``vpdpbusd``, each with its requantise epilogue in
     the same kernel, and tunes the rest (small channel counts, element-wise) with the general
     rule set: every task of the model has a space."""
-    from benchmarks.metaschedule import asm_uses_vnni, executable_asm
+    from benchmarks.metaschedule import asm_uses, executable_asm
     from heronlike.sampler import RandSAT
 
     _, int8 = _qdq(tmp_path, _SmallCNN(), (1, 3, 16, 16))
@@ -230,7 +230,7 @@ def test_integer_layers_tensorize_onto_vnni_with_the_requantise_fused(tmp_path: 
         (assignment,) = RandSAT(task.space.csp, seed=0).sample(1)
         target = tvm.target.Target(task.space.target.tvm_target())
         asm = executable_asm(tvm.compile(task.space.apply(assignment).mod, target=target))
-        assert asm is not None and asm_uses_vnni(asm), task.name
+        assert asm is not None and asm_uses(asm), task.name
         assert "_tir_round" in task.name.split(" ")[0], task.name  # requantised in the kernel
         vnni.append(task.name)
     # the 16 -> 16 and 16 -> 32 convolutions and the linear layer; the 3-channel input's

@@ -111,7 +111,7 @@ def test_vnni_is_read_from_the_assembly() -> None:
     general target's kernel for an AVX2 CPU does not, and holds vpmaddwd instead."""
     import tvm
 
-    from benchmarks.metaschedule import asm_uses_vnni, executable_asm
+    from benchmarks.metaschedule import asm_uses, executable_asm
     from heronlike import ops
     from heronlike.sampler import RandSAT
     from heronlike.space import generate_space
@@ -123,7 +123,7 @@ def test_vnni_is_read_from_the_assembly() -> None:
         target = tvm.target.Target(space.target.tvm_target())
         asm = executable_asm(tvm.compile(space.apply(assignment).mod, target=target))
         assert asm is not None
-        found[mcpu] = (asm_uses_vnni(asm), asm_uses_vnni(asm, "vpmaddwd"))
+        found[mcpu] = (asm_uses(asm), asm_uses(asm, "vpmaddwd"))
     assert found == {"cascadelake": (True, False), "haswell": (False, True)}
 
 
@@ -137,7 +137,7 @@ def test_metaschedule_gets_the_vpmaddwd_intrinsic() -> None:
 
     from benchmarks.metaschedule import (
         _register_heronlike_intrinsic,
-        asm_uses_vnni,
+        asm_uses,
         executable_asm,
         intrinsic_space,
         pack_func_layouts,
@@ -179,7 +179,7 @@ def test_metaschedule_gets_the_vpmaddwd_intrinsic() -> None:
         return None
 
     ex = next(ex for ex in map(first_built, range(1, 9)) if ex is not None)
-    assert asm_uses_vnni(executable_asm(ex), "vpmaddwd")
+    assert asm_uses(executable_asm(ex), "vpmaddwd")
     arrays = random_inputs(dag, np.random.default_rng(0))
     (out,) = expected = reference_outputs(dag, arrays)
     packed = [layouts[i].pack(a) if i in layouts else a for i, a in enumerate(arrays)]
