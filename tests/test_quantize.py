@@ -32,6 +32,7 @@ from onnxruntime.quantization import (  # noqa: E402
     CalibrationDataReader,
     QuantFormat,
     QuantType,
+    quantize_dynamic,
     quantize_static,
 )
 from tvm import relax  # noqa: E402
@@ -303,6 +304,30 @@ def test_matmul_integer_is_exact(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got, (xq - zero.astype(np.int64)) @ w.astype(np.int64))
     if {"avx512_vnni"} <= cpu_flags():  # ONNX Runtime's kernel saturates without VNNI
         np.testing.assert_array_equal(got, _ort(path, x, reference=True))
+
+
+def test_dynamic_layers_that_differ_only_in_scales_share_a_task(tmp_path: Path) -> None:
+    """``quantize_dynamic`` scales each ``MatMulInteger`` product by ``x_scale · w_scale``, the
+    weight scale a scalar constant: it is a kernel parameter, not an immediate, so two linear
+    layers of one shape (different weights, different scales) are one task (they were two, and
+    BERT-base had 91 tasks, not 23); the model's output stays within quantization error of the
+    float model's."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Linear(32, 32)).eval()
+    fp32, int8 = tmp_path / "f.onnx", tmp_path / "d.onnx"
+    x = np.random.default_rng(6).standard_normal((4, 32)).astype("float32")
+    torch.onnx.export(
+        net, (torch.from_numpy(x),), str(fp32), input_names=["x"], output_names=["y"],
+        opset_version=17, dynamo=False,
+    )  # fmt: skip
+    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    tasks = hm.extract_tasks(int8, TARGET)
+    gemms = [t for t in tasks if "matmul" in t.name]
+    assert [t.weight for t in gemms] == [2], [(t.name, t.weight) for t in tasks]
+    compiled = hm.compile_model(int8, TARGET)
+    assert len(compiled.quantization["integer"]) == 2
+    want = _ort(fp32, x, reference=True)
+    assert np.abs(compiled(x) - want).max() <= 0.05 * np.abs(want).max()
 
 
 def test_float_model_is_untouched() -> None:

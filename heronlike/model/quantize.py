@@ -500,7 +500,55 @@ def rewrite_qdq(mod: tvm.IRModule) -> tuple[tvm.IRModule, QuantizeReport]:
             builder.update_func(gv, rewriter.visit_expr(func))
     if not report.rewritten and not lowered:
         return mod, report  # not a quantized model
-    return relax.transform.DeadCodeElimination()(builder.get()), report
+    return lift_scalar_scales(relax.transform.DeadCodeElimination()(builder.get())), report
+
+
+def lift_scalar_scales(mod: tvm.IRModule) -> tvm.IRModule:
+    """Scalar float constants of ``multiply`` / ``divide`` in ``mod``'s Relax functions become
+    one-element tensors ``(1, ..., 1)`` of the other operand's rank (a scalar result is reshaped
+    back to a scalar), values and result shapes unchanged.
+
+    What it is for: a dynamically quantized model (ONNX Runtime's ``quantize_dynamic``) scales
+    each ``MatMulInteger`` product by ``x_scale · w_scale``, its per-tensor weight scale a
+    scalar constant. Relax's legalization inlines a scalar constant into the kernel as an
+    immediate, so the layers of one shape, which differ only in that scale, become
+    structurally different kernels, each a task of its own (BERT-base: 91 tasks, its 72
+    GEMMs tuned one by one). As a tensor the scale is a kernel parameter and those layers share
+    one task, as :func:`_layer_constant` does for the QDQ scales.
+    """
+
+    @relax.expr_functor.mutator
+    class Lifter(relax.PyExprMutator):
+        def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: N802 - TVM's name
+            call = super().visit_call_(call)
+            if _op(call) not in ("relax.multiply", "relax.divide"):
+                return call
+            args = list(call.args)
+            scalars = [
+                i
+                for i, a in enumerate(args)
+                if _const(a) is not None and a.ty.ndim == 0 and "float" in _dtype(a)
+            ]
+            if len(scalars) != 1 or _const(args[1 - scalars[0]]) is not None:
+                return call
+            i = scalars[0]
+            ndim = int(args[1 - i].ty.ndim)
+            if ndim < 0:  # unknown rank
+                return call
+            args[i] = _layer_constant(_const(args[i]), _dtype(args[i]), args[1 - i])
+            if ndim == 0:
+                args[i] = relax.const(_const(args[i]).reshape((1,)), _dtype(args[i]))
+            op = relax.op.multiply if _op(call) == "relax.multiply" else relax.op.divide
+            lifted = op(*args)
+            if ndim == 0:  # (1,): back to the scalar its consumers take
+                return relax.op.reshape(self.builder_.emit(lifted), relax.ShapeExpr([]))
+            return lifted
+
+    builder = relax.BlockBuilder(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            builder.update_func(gv, Lifter(builder.get()).visit_expr(func))
+    return builder.get()
 
 
 def _layer_constant(value: Any, dtype: str, like: relax.Expr) -> relax.Constant:
