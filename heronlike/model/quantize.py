@@ -35,7 +35,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-__all__ = ["QUANTIZE_ATTR", "QuantizeReport", "describe", "rewrite_qdq"]
+__all__ = ["QUANTIZE_ATTR", "QuantizeReport", "describe", "lift_scalar_scales", "rewrite_qdq"]
 
 #: the fused module's attribute holding :func:`describe` of the report, as JSON
 QUANTIZE_ATTR = "heronlike.quantized"
@@ -535,9 +535,8 @@ def lift_scalar_scales(mod: tvm.IRModule) -> tvm.IRModule:
             ndim = int(args[1 - i].ty.ndim)
             if ndim < 0:  # unknown rank
                 return call
-            args[i] = _layer_constant(_const(args[i]), _dtype(args[i]), args[1 - i])
-            if ndim == 0:
-                args[i] = relax.const(_const(args[i]).reshape((1,)), _dtype(args[i]))
+            value = _const(args[i]).reshape((1,) * max(ndim, 1))
+            args[i] = relax.const(value, _dtype(args[i]))
             op = relax.op.multiply if _op(call) == "relax.multiply" else relax.op.divide
             lifted = op(*args)
             if ndim == 0:  # (1,): back to the scalar its consumers take
