@@ -503,7 +503,7 @@ MODELS_CMD = (
 
 MODELS_INT8_CMD = (
     "python benchmarks/models_int8.py --model bert --trials 480 --layers"
-    "  (--model resnet50 --trials 1000)"
+    "  (--quantize dynamic; --model resnet50 --trials 1000)"
 )
 
 SUITE_COLUMNS = (
