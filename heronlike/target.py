@@ -278,8 +278,9 @@ class DLATarget(ABC):
 
 def prepare_process_for(key: str) -> None:
     """:meth:`DLATarget.prepare_process` of the target a records or manifest ``key`` names
-    (e.g. ``"amx -mcpu=sapphirerapids -num-cores=2"``); nothing for a target not installed
-    here (its kernels were built elsewhere, nothing to prepare for).
+    (e.g. ``"amx -mcpu=sapphirerapids -num-cores=2"``), and for a CPU target TVM's thread pool
+    sized to its cores (:func:`heronlike.host.use_cpu_threads`); nothing for a target not
+    installed here (its kernels were built elsewhere, nothing to prepare for).
 
     Raises:
         HostFeatureError: this process cannot run the target's kernels.
@@ -289,6 +290,10 @@ def prepare_process_for(key: str) -> None:
     except UnknownTargetError:
         return
     target.prepare_process()
+    if target.device == "cpu":
+        from .host import use_cpu_threads
+
+        use_cpu_threads(target.cores)
 
 
 def parse_target_string(text: str) -> tuple[str, dict[str, str | bool]]:

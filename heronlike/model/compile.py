@@ -35,6 +35,7 @@ from ..errors import LibraryFormatError, ModelInputError
 from ..records import Records, current_versions
 from ..target import DLATarget
 from .pipeline import build
+from .profile import ModelProfile, profile_model
 from .quantize import QUANTIZE_ATTR
 from .tasks import ModelTask, fused_module, tasks_of
 
@@ -132,14 +133,19 @@ class CompiledModel:
         Raises:
             ModelInputError: a wrong number of inputs, or an input of the wrong shape or dtype.
         """
-        if not self._prepared and self.target_key:  # e.g. AMX: the tile state, first
+        result = self._run(self._tensors(arrays))
+        outs = _numpy(result)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run(self, tensors: Sequence[Any]) -> Any:
+        """One run of ``main``; before the first, this process is prepared for the target
+        (AMX's tile state; TVM's thread pool sized to the cores the kernels were tuned for)."""
+        if not self._prepared and self.target_key:
             from ..target import prepare_process_for
 
             prepare_process_for(self.target_key)
         self._prepared = True
-        result = self._vm["main"](*self._tensors(arrays))
-        outs = _numpy(result)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._vm["main"](*tensors)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """One array per input: normal floats, small integers for integer inputs."""
@@ -160,14 +166,23 @@ class CompiledModel:
         """
         tensors = self._tensors(arrays or self.random_inputs())
         for _ in range(warmup):
-            self._vm["main"](*tensors)
+            self._run(tensors)
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
             for _ in range(number):
-                self._vm["main"](*tensors)
+                self._run(tensors)
             times.append((time.perf_counter() - t0) / number)
         return statistics.median(times)
+
+    def profile(self, *arrays: Any, runs: int = 10, warmup: int = 3) -> ModelProfile:
+        """Every kernel's time inside the model beside its time when tuned alone, and the time
+        outside the kernels (:func:`heronlike.model.profile.profile_model`).
+
+        Raises:
+            ModelInputError: wrong inputs. ValueError: ``runs`` < 1.
+        """
+        return profile_model(self, *arrays, runs=runs, warmup=warmup)
 
     def export_library(self, path: str | Path) -> Path:
         """Write the model as a shared library (``path``, weights included) and a manifest
