@@ -691,9 +691,15 @@ def model_build(
 @click.argument("library", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--repeat", default=30, show_default=True, help="timed runs (median reported)")
 @click.option("--seed", default=0, show_default=True, help="seed of the random inputs")
-def model_run(library: Path, repeat: int, seed: int) -> None:
+@click.option(
+    "--profile",
+    "profile",
+    is_flag=True,
+    help="also time every kernel inside the model, beside its time when tuned alone",
+)
+def model_run(library: Path, repeat: int, seed: int, profile: bool) -> None:
     """Load a compiled model, run it on random inputs and print its outputs' shapes and its
-    median latency."""
+    median latency (with --profile: where the time goes, kernel by kernel)."""
     from .model import load
 
     compiled = load(library)
@@ -707,6 +713,8 @@ def model_run(library: Path, repeat: int, seed: int) -> None:
         )
     latency = compiled.benchmark(*inputs, repeat=repeat)
     console.print(f"median latency: {latency * 1e3:.3f} ms over {repeat} runs")
+    if profile:
+        console.print(escape(compiled.profile(*inputs, runs=repeat).table()))
 
 
 def run() -> None:

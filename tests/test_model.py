@@ -159,6 +159,28 @@ def test_tune_resume_and_compile_cnn(tmp_path: Path) -> None:
     assert compiled.benchmark(repeat=3) > 0
 
 
+def test_profile_times_every_kernel_in_the_model() -> None:
+    """The profile calls each task's kernel as often as the task's weight says, its kernel
+    time fits inside the instrumented run, and the virtual machine's own calls are apart."""
+    net, x = _model("block")
+    mod = hm.from_torch(net, (x,))
+    compiled = hm.compile_model(mod, "llvm")
+    prof = compiled.profile(x.numpy(), runs=3, warmup=1)
+    kernels = [c for c in prof.calls if c.source != "builtin"]
+    assert {c.source for c in kernels} == {"default"}
+    calls = {}
+    for c in kernels:
+        calls[c.task] = calls.get(c.task, 0) + c.calls
+    assert calls == {t.name: t.weight for t in hm.extract_tasks(mod, "llvm")}
+    assert all(c.seconds > 0 for c in kernels)
+    assert 0 < prof.kernel_s + prof.builtin_s < prof.profiled_s
+    assert prof.model_s > 0 and prof.calls == sorted(prof.calls, key=lambda c: -c.seconds)
+    assert all(c.recorded_s is None and c.in_model_vs_alone is None for c in kernels)
+    assert "in model/alone" in prof.table()
+    with pytest.raises(ValueError, match="runs"):
+        compiled.profile(x.numpy(), runs=0)
+
+
 def test_export_and_load_in_a_fresh_process(tmp_path: Path) -> None:
     net, x = _model("block")
     compiled = hm.compile_model(hm.from_torch(net, (x,)), "llvm")
@@ -276,9 +298,11 @@ def test_cli_model_tune_build_run(tmp_path: Path) -> None:
     out = run("build", str(path), "--records", str(records), "-o", str(lib))
     assert out.returncode == 0, out.stderr
     assert "tuned" in out.stdout
-    out = run("run", str(lib), "--repeat", "3")
+    out = run("run", str(lib), "--repeat", "3", "--profile")
     assert out.returncode == 0, out.stderr
     assert "float32[1, 10]" in out.stdout and "finite True" in out.stdout
+    # the tuned kernels' time in the model set beside their recorded time alone
+    assert re.search(r"\d+\.\d\d  tuned ", out.stdout), out.stdout
     out = run("build", str(tmp_path / "missing.onnx"), "-o", str(lib))
     assert out.returncode == 2 and "ModelImportError" in out.stderr
 

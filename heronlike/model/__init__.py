@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from .compile import CompiledModel, InputSpec, KernelChoice, compile_model, load
 from .importers import as_relax, bind_shapes, from_onnx, from_torch
+from .profile import CallTime, ModelProfile, profile_model
 from .tasks import ModelTask, extract_tasks
 from .tuning import ModelTuneResult, tune_model
 
 __all__ = [
+    "CallTime",
     "CompiledModel",
     "InputSpec",
     "KernelChoice",
+    "ModelProfile",
     "ModelTask",
     "ModelTuneResult",
     "as_relax",
@@ -32,5 +35,6 @@ __all__ = [
     "from_onnx",
     "from_torch",
     "load",
+    "profile_model",
     "tune_model",
 ]
