@@ -535,8 +535,7 @@ def lift_scalar_scales(mod: tvm.IRModule) -> tvm.IRModule:
             ndim = int(args[1 - i].ty.ndim)
             if ndim < 0:  # unknown rank
                 return call
-            value = _const(args[i]).reshape((1,) * max(ndim, 1))
-            args[i] = relax.const(value, _dtype(args[i]))
+            args[i] = _layer_constant(_const(args[i]), _dtype(args[i]), args[1 - i], min_rank=1)
             op = relax.op.multiply if _op(call) == "relax.multiply" else relax.op.divide
             lifted = op(*args)
             if ndim == 0:  # (1,): back to the scalar its consumers take
@@ -550,13 +549,16 @@ def lift_scalar_scales(mod: tvm.IRModule) -> tvm.IRModule:
     return builder.get()
 
 
-def _layer_constant(value: Any, dtype: str, like: relax.Expr) -> relax.Constant:
+def _layer_constant(
+    value: Any, dtype: str, like: relax.Expr, *, min_rank: int = 0
+) -> relax.Constant:
     """A per-tensor scale, zero point or bound (one number) as a constant of ``like``'s rank
-    and shape ``(1, ..., 1)``, not a scalar: Relax's legalization inlines a scalar constant
-    into the kernel as an immediate, so layers that differ only in their scales would become
-    structurally different kernels, each a task of its own (BERT-base: 173 tasks, not 14);
-    as a tensor it is a parameter of the fused kernel and those layers share one task."""
-    ndim = max(int(like.ty.ndim), 0)
+    (at least ``min_rank``) and shape ``(1, ..., 1)``, not a scalar: Relax's legalization
+    inlines a scalar constant into the kernel as an immediate, so layers that differ only in
+    their scales would become structurally different kernels, each a task of its own
+    (BERT-base: 173 tasks, not 14); as a tensor it is a parameter of the fused kernel and those
+    layers share one task."""
+    ndim = max(int(like.ty.ndim), min_rank)
     array = np.asarray(value, dtype=dtype).reshape((1,) * ndim)
     return relax.const(array, dtype)
 
