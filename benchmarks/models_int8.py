@@ -299,6 +299,18 @@ def tune_and_compile(
     )
 
 
+def in_model_latency(model: Any, *inputs: Any, runs: int = 10) -> dict[str, float]:
+    """Per task, the median seconds of one call of its kernel inside ``model`` (a compiled
+    model), from :meth:`heronlike.model.CompiledModel.profile`: what the task costs where it
+    runs, beside its ``best_latency_s`` timed alone."""
+    total: dict[str, list[float]] = {}
+    for c in model.profile(*inputs, runs=runs).calls:
+        if c.task is not None and c.calls:
+            seconds, calls = total.get(c.task, [0.0, 0])
+            total[c.task] = [seconds + c.seconds, calls + c.calls]
+    return {task: seconds / calls for task, (seconds, calls) in total.items()}
+
+
 def measure_peak(threads: int) -> dict[str, tuple[str, float]]:
     """This machine's measured peaks on ``threads`` threads, by precision: ``"int8"`` the
     kernel of the instruction the int8 tasks run on, chosen as the target chooses it
@@ -414,6 +426,9 @@ def main() -> None:
         print(f"  {engine:20s} {rows[engine]['latency_s'] * 1e3:10.2f} ms", flush=True)
     for engine, h in (("heronlike_int8", h8), ("heronlike_float32", h32)):
         rows[engine].update(tune_s=h["tune_s"], trials=h["trials"], estimate_s=h["estimate_s"])
+        in_model = in_model_latency(h["model"], feed["x"])
+        for t in h["tasks"]:
+            t["in_model_latency_s"] = in_model.get(t["task"])
     rows["heronlike_int8"]["target"] = h8["target_key"]
     rows["heronlike_float32"]["target"] = "llvm"
     q = h8["quantization"]
@@ -453,7 +468,8 @@ def main() -> None:
         w = csv.writer(f)
         w.writerow(
             ["model", "precision", "task", "tensorized", "weight", "gop", "trials",
-             "best_latency_s", "gop_per_s", "pct_of_peak", "peak_kernel", "cpu_model", "date"]
+             "best_latency_s", "gop_per_s", "pct_of_peak", "peak_kernel", "in_model_latency_s",
+             "cpu_model", "date"]
         )  # fmt: skip
         for precision, h in (("int8", h8), ("float32", h32)):
             for t in h["tasks"]:
@@ -465,8 +481,8 @@ def main() -> None:
                 w.writerow(
                     [args.model, precision, t["task"], t["tensorized"], t["weight"],
                      t["flop"] / 1e9, t["trials"], lat, rate / 1e9 if rate else None,
-                     100 * rate / peak if rate and peak else None, kernel, stamp["cpu_model"],
-                     stamp["date"]]
+                     100 * rate / peak if rate and peak else None, kernel,
+                     t.get("in_model_latency_s"), stamp["cpu_model"], stamp["date"]]
                 )  # fmt: skip
     if layer_rows:
         with open(args.out / f"{stem}-layers.csv", "w", newline="") as f:
