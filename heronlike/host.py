@@ -68,8 +68,8 @@ def use_cpu_threads(threads: int) -> int:
 
     Why: without either variable, TVM sizes its pool to half of ``hardware_concurrency()`` on
     x86, assuming two hyper-threads per core. On a machine without SMT (a 2-vCPU cloud VM) that
-    is half the cores: a BERT-base compiled for 2 cores ran at 356 ms in one thread against
-    185 ms in two (AMD EPYC Zen 3, 2026-11-27). The pool is created, once per thread, by the
+    is half the cores: an int8 BERT-base compiled for 2 cores ran at 356 ms in one thread
+    against 204 ms in two (AMD EPYC Zen 3, 2026-11-27). The pool is created, once per thread, by the
     first parallel kernel: a pool created earlier with fewer threads cannot grow, and a
     ``RuntimeWarning`` says so and how to fix it.
 

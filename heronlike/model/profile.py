@@ -94,8 +94,9 @@ class ModelProfile:
 
     @property
     def recorded_sum_s(self) -> float:
-        """The sum over kernels of calls × recorded latency, where every kernel has one
-        (else the kernels with one only): the estimate a tuner reports."""
+        """Seconds per run the kernels with a recorded latency would take at that latency
+        (calls × recorded latency, summed): the estimate a tuner reports, to set beside
+        :attr:`kernel_s`."""
         return sum(c.calls * c.recorded_s for c in self.calls if c.recorded_s)
 
     def table(self, top: int = 25) -> str:
