@@ -43,6 +43,8 @@ __all__ = ["CompiledModel", "KernelChoice", "compile_model", "load"]
 
 MANIFEST_FORMAT = "heronlike-model"
 MANIFEST_VERSION = 1
+#: the name suffix of a kernel that takes a packed constant (added beside the model's function)
+PACKED_SUFFIX = "_packed"
 
 
 @dataclass
@@ -401,7 +403,7 @@ def _rewrite_calls(
 ) -> tuple[tvm.IRModule, dict[str, str]]:
     """Call each re-signed kernel with its packed constants (added as ``<name>_packed``)."""
     builder = relax.BlockBuilder(mod)
-    new_gv = {name: builder.add_func(f, f"{name}_packed") for name, (f, _) in resigned.items()}
+    new_gv = {name: builder.add_func(f, name + PACKED_SUFFIX) for name, (f, _) in resigned.items()}
     fallback: dict[str, str] = {}
 
     @relax.expr_functor.mutator

@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CallTime", "ModelProfile", "profile_model"]
 
-#: suffix of a kernel whose packed weight is a separate constant (:mod:`.compile`)
-_PACKED_SUFFIX = "_packed"
-
 
 @dataclass(frozen=True)
 class CallTime:
@@ -139,6 +136,8 @@ def profile_model(
         ModelInputError: wrong inputs (as :meth:`CompiledModel.__call__`).
         ValueError: ``runs`` < 1.
     """
+    from .compile import PACKED_SUFFIX  # compile imports this module
+
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     inputs = list(arrays) or model.random_inputs()
@@ -175,17 +174,13 @@ def profile_model(
     owner = _owners(model)
     calls = []
     for name, (_, n) in per_run[-1].items():
-        task, source, recorded = owner.get(_kernel_name(name), (None, "", None))
+        task, source, recorded = owner.get(name.removesuffix(PACKED_SUFFIX), (None, "", None))
         if task is None:
             source = "builtin" if name.startswith("vm.") else "other"
         seconds = statistics.median(r[name][0] if name in r else 0.0 for r in per_run)
         calls.append(CallTime(name, task, int(n), seconds, recorded, source))
     calls.sort(key=lambda c: c.seconds, reverse=True)
     return ModelProfile(model_s, statistics.median(totals), calls, runs)
-
-
-def _kernel_name(symbol: str) -> str:
-    return symbol[: -len(_PACKED_SUFFIX)] if symbol.endswith(_PACKED_SUFFIX) else symbol
 
 
 def _owners(model: CompiledModel) -> dict[str, tuple[str, str, float | None]]:
