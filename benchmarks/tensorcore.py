@@ -45,6 +45,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import statistics
 import sys
 import time
@@ -107,12 +108,15 @@ REPORT_COLUMNS = (
     "case", "op", "shape", "dtype", "status", "source", "trials", "valid", "valid_pct",
     "heronlike_ms", "heronlike_iqr_ms", "search_best_ms", "baseline", "baseline_ms",
     "baseline_iqr_ms", "ratio", "baseline_fastest_ms", "baseline_runs", "ratio_fastest",
-    "heronlike_tflops",
+    "heronlike_tflops", "program",
     "baseline_tflops", "baseline_fp32out", "baseline_fp32out_ms", "ratio_fp32out", "rtol",
     "atol", "max_abs_err", "baseline_max_abs_err", "repeat", "warmup", "flush_l2_bytes", "gpu",
     "compute_capability", "driver", "torch", "measured", "date",
 )  # fmt: skip
 FINISH_EXPLORER = "finish"  # bundle.json "explorer" of a finish bundle
+FINALISTS = 3  # candidates per workload re-timed on the GPU right after their search round
+RESULTS_NAME = "results.json"  # a run's results, beside its bundle.json
+FINALISTS_FILE = "finalists.json"  # their results, beside the search round's results.json
 
 
 # ------------------------------------------------------------------------------------------------
@@ -244,6 +248,27 @@ def pipeline_knobs(assignment: dict[str, int]) -> tuple[bool, bool, bool]:
         return any(v >= least for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k))
 
     return above("stages", 2), above("split_k", 2), above("swizzle", 1)
+
+
+def program_summary(space: Any, assignment: dict[str, int]) -> str:
+    """What a candidate's knobs chose, in words: ``"mma.sync, 3 stages, split-K 2, swizzled"``
+    (the intrinsic group, then only the knobs away from their plain setting)."""
+
+    def most(knob: str) -> int:
+        return max(
+            (v for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k)), default=0
+        )
+
+    parts = ["mma.sync" if uses_mma(space, assignment) else "wmma"]
+    if most("stages") > 1:
+        parts.append(f"{most('stages')} stages")
+    if most("split_k") > 1:
+        parts.append(f"split-K {most('split_k')}")
+    if most("swizzle") >= 1:
+        parts.append("swizzled")
+    if most("fragment_stages") > 1:
+        parts.append("fragments double-buffered")
+    return ", ".join(parts)
 
 
 def uses_mma(space: Any, assignment: dict[str, int]) -> bool:
@@ -447,14 +472,19 @@ def gpu_instructions(bundles: list[Path], out_dir: Path) -> str:
     size = sum(tree_bytes(REPO_ROOT / c if not Path(c).is_absolute() else Path(c)) for c in carry)
     loop = " ".join(shlex.quote(r) for r in rel)
     command = (
-        f"for d in {loop}; do python3 $d/run_bundle.py $d; done; "
-        f"for d in {loop}; do mkdir -p $OUT/$d && cp $d/results.json $OUT/$d/; done"
+        f"for d in {loop}; do python3 $d/run_bundle.py $d && python3 $d/run_bundle.py $d "
+        f"--finalists {FINALISTS} --repeat 100 --warmup 20 --out $d/{FINALISTS_FILE}; done; "
+        f"for d in {loop}; do mkdir -p $OUT/${{d##*/}} && "
+        f"cp $d/{RESULTS_NAME} $d/{FINALISTS_FILE} $OUT/${{d##*/}}/; done"
     )
     lines = [
         f"carry: {json.dumps(carry)}  ({size / 2**20:.1f} MiB; the device tool carries <= 64 MiB)",
         f"command (repository root on the GPU machine; needs numpy, CuPy, PyTorch):\n  {command}",
-        "then here: cp -r <files_at>/. . (puts each results.json next to its bundle.json), and\n"
-        f"  .venv/bin/python benchmarks/tensorcore.py import --bundles {repo_relative(out_dir)}",
+        "then here: cp <files_at>/NAME/*.json BUNDLE/ for each bundle (the device tool brings\n"
+        "  back files at most two folders down), and\n"
+        f"  .venv/bin/python benchmarks/tensorcore.py import --bundles {repo_relative(out_dir)}\n"
+        f"  .venv/bin/python benchmarks/tensorcore.py finish --bundles {repo_relative(out_dir)} "
+        f"--adopt BUNDLE/{FINALISTS_FILE}   (once per bundle)",
     ]
     if size > 64 * 2**20:
         lines.append("WARNING: over 64 MiB: use a smaller --batch-size or fewer --cases per call")
@@ -515,7 +545,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 def find_results(folder: Path) -> list[Path]:
     """Every bundle folder under ``folder`` (itself included) that holds a ``results.json``."""
-    found = (p.parent for p in folder.rglob("results.json"))
+    found = (p.parent for p in folder.rglob(RESULTS_NAME))
     return sorted(d for d in found if (d / "bundle.json").is_file())
 
 
@@ -599,9 +629,58 @@ def finish_candidates(
     return found
 
 
+def adopt_finalists(results_path: Path, bundles: Path) -> Path:
+    """A finish bundle under ``bundles`` for candidates already re-timed on the GPU in the same
+    session as their search round (``run_bundle.py BUNDLE --finalists K --out RESULTS``):
+    ``results_path`` lies in that search bundle's folder; the new bundle holds the candidates it
+    timed, ids unchanged, and ``results_path`` as its ``results.json``.
+
+    Raises:
+        BundleError: the folder holds no bundle, or the results name another bundle.
+        ValueError: the results re-time no candidate.
+    """
+    from heronlike.errors import BundleError
+    from heronlike.measure.bundle import load_bundle, write_bundle
+
+    folder = results_path.parent
+    bundle = load_bundle(folder)
+    results = json.loads(results_path.read_text())
+    if results.get("bundle_id") != bundle.get("id"):
+        raise BundleError(f"{results_path} names bundle {results.get('bundle_id')}, not {folder}")
+    timed = set(results.get("candidates") or {})
+    candidates = [
+        {**c, "artifact_dir": folder / "cands" / c["id"]}
+        for c in bundle["candidates"]
+        if c["id"] in timed
+    ]
+    if not candidates:
+        raise ValueError(f"{results_path} re-times no candidate of {folder}")
+    keys = {c["workload_key"] for c in candidates}
+    policy = {**bundle["policy"], **results.get("policy", {})}
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    dest = write_bundle(
+        bundles / f"finish_{stamp}",
+        [w for w in bundle["workloads"] if w["workload_key"] in keys],
+        candidates,
+        repeat=policy["repeat"],
+        warmup=policy["warmup"],
+        number=policy["number"],
+        flush_l2_bytes=policy["flush_l2_bytes"],
+        timeout_s=policy["timeout_s"],
+        explorer=FINISH_EXPLORER,
+    )
+    shutil.copyfile(results_path, dest / RESULTS_NAME)
+    return dest
+
+
 def cmd_finish(args: argparse.Namespace) -> int:
     """``finish``: one bundle re-timing the ``--top`` best candidates of every case, with
-    ``--repeat`` repeats and the PyTorch baselines in the same run."""
+    ``--repeat`` repeats and the PyTorch baselines in the same run; with ``--adopt``, a finish
+    bundle for finalists the GPU already re-timed (:func:`adopt_finalists`)."""
+    if args.adopt:
+        dest = adopt_finalists(Path(args.adopt), Path(args.bundles))
+        print(f"finish bundle {repo_relative(dest)} with the re-timed finalists of {args.adopt}")
+        return 0
     from heronlike.dag import ComputeDAG
     from heronlike.measure.bundle import load_bundle, write_bundle
     from heronlike.records import Records
@@ -659,7 +738,7 @@ def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
     runs: dict[str, dict[str, Any]] = {}
     for bundle_dir in find_results(folder) if folder.is_dir() else []:
         try:
-            results = json.loads((bundle_dir / "results.json").read_text())
+            results = json.loads((bundle_dir / RESULTS_NAME).read_text())
         except (OSError, ValueError):
             continue
         if results.get("standin"):
@@ -712,17 +791,24 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
     valid = [t for t in trials if t.ok]
     row.update(trials=len(trials), valid=len(valid))
     row["valid_pct"] = round(100.0 * len(valid) / len(trials), 1) if trials else None
-    best = min((t.latency_s for t in valid), default=None)
+    fastest = min(valid, key=lambda t: t.latency_s, default=None)
+    best = fastest.latency_s if fastest else None
+    chosen = fastest.assignment if fastest else None
     if best is not None:
         row["search_best_ms"] = round(best * 1e3, 5)
     run = runs.get(wk)
     max_err = None
     if run and run["finish"]:
-        ok = [r for r in run["candidates"].values() if r.get("latency_s") is not None]
-        pick = min(ok, key=lambda r: r["latency_s"], default=None)
-        best = pick["latency_s"] if pick else None
-        max_err = pick.get("max_abs_err") if pick else None
-        row["heronlike_iqr_ms"] = iqr_ms(pick.get("latencies_s") if pick else None)
+        ok = {i: r for i, r in run["candidates"].items() if r.get("latency_s") is not None}
+        pick = min(ok, key=lambda i: ok[i]["latency_s"], default=None)
+        best = ok[pick]["latency_s"] if pick else None
+        max_err = ok[pick].get("max_abs_err") if pick else None
+        row["heronlike_iqr_ms"] = iqr_ms(ok[pick].get("latencies_s") if pick else None)
+        chosen = bundle_assignment(run["path"], pick) if pick else None
+    if chosen is not None:
+        from heronlike.space import generate_space
+
+        row["program"] = program_summary(generate_space(compute, target_key), chosen)
     if best is not None:
         row.update(heronlike_ms=round(best * 1e3, 5), heronlike_tflops=round(flop / best / 1e12, 2))
         row["max_abs_err"] = max_err
@@ -770,6 +856,16 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
     else:
         row["status"] = "no baseline from a GPU run"
     return row
+
+
+def bundle_assignment(bundle_dir: Path, candidate_id: str) -> dict[str, int] | None:
+    """The CSP assignment of candidate ``candidate_id`` in ``bundle_dir``'s bundle.json."""
+    try:
+        bundle = json.loads((bundle_dir / "bundle.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cand = next((c for c in bundle.get("candidates", []) if c.get("id") == candidate_id), None)
+    return cand.get("assignment") if cand else None
 
 
 def iqr_ms(latencies_s: Sequence[float] | None) -> str | None:
@@ -898,6 +994,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=20, help="untimed calls first (default 20)")
     p.add_argument("--records", default=str(DEFAULT_RECORDS))
     p.add_argument("--bundles", default=str(DEFAULT_BUNDLES))
+    p.add_argument(
+        "--adopt",
+        metavar="RESULTS",
+        help="finalists already re-timed on the GPU (run_bundle.py --finalists --out RESULTS)",
+    )
     p.set_defaults(fn=cmd_finish)
 
     p = sub.add_parser("report", help="heronlike vs PyTorch per case from records and results")

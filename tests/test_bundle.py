@@ -269,6 +269,65 @@ def test_standin_validates_files(tmp_path: Path) -> None:
     assert "manifest.json unreadable" in res["cand_0001"]["error_msg"]
 
 
+def test_finalists_re_time_the_fastest_correct_candidates(tmp_path: Path, rb: ModuleType) -> None:
+    """``--finalists K`` (a search round and the re-measure of its best in one GPU session),
+    and ``benchmarks/tensorcore.py finish --adopt`` turning its output into a finish bundle."""
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from benchmarks import tensorcore as tc
+
+    bundle = _bundle(tmp_path, n=4)
+    wk = "wk_gemm"
+    ranked = {
+        "format": 1,
+        "standin": False,
+        "bundle_id": load_bundle(bundle)["id"],
+        "candidates": {
+            "cand_0000": {"workload_key": wk, "latency_s": 3e-5, "error_kind": None},
+            "cand_0001": {"workload_key": wk, "latency_s": 1e-5, "error_kind": "wrong_result"},
+            "cand_0002": {"workload_key": wk, "latency_s": 2e-5, "error_kind": None},
+            "cand_0003": {"workload_key": wk, "latency_s": None, "error_kind": "run"},
+        },
+    }
+    other = {"other": {"workload_key": "wk_2", "latency_s": 5e-5, "error_kind": None}}
+    both = {**ranked, "candidates": {**ranked["candidates"], **other}}
+    assert rb.fastest_ids(both, 2) == ["cand_0002", "cand_0000", "other"]
+    assert rb.fastest_ids(both, 1) == ["cand_0002", "other"]
+    assert rb.fastest_ids({**both, "standin": True}, 1) == []  # fake latencies rank nothing
+    with pytest.raises(ValueError, match="at least 1"):
+        rb.fastest_ids(both, 0)
+
+    (bundle / "results.json").write_text(json.dumps(ranked))
+    out = bundle / "finalists.json"
+    proc = _run_script(bundle, "--standin", "--finalists", "2", "--repeat", "9", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    finalists = json.loads(out.read_text())
+    assert list(finalists["candidates"]) == ["cand_0000", "cand_0002"]  # bundle order
+    assert finalists["policy"]["repeat"] == 9
+    for args, why in (
+        (["--finalists", "1", "--candidates", "cand_0000"], "exclude each other"),
+        (["--finalists", "1"], "must differ"),  # it would overwrite what it ranks
+        (["--finalists", "1", "--ranked-by", str(out), "--out", str(tmp_path / "x.json")],
+         "no correct measured candidate"),  # the stand-in's output ranks nothing
+    ):  # fmt: skip
+        proc = _run_script(bundle, "--standin", *args)
+        assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+
+    finish = tc.adopt_finalists(out, tmp_path / "bundles")
+    assert tc.is_finish_bundle(finish) and finish.parent == tmp_path / "bundles"
+    adopted = load_bundle(finish)
+    assert [c["id"] for c in adopted["candidates"]] == ["cand_0000", "cand_0002"]
+    assert adopted["policy"]["repeat"] == 9 and adopted["policy"]["warmup"] == 2
+    assert (finish / "cands" / "cand_0002" / "kernel.cubin").read_bytes() == CUBIN_BYTES
+    assert json.loads((finish / "results.json").read_text()) == finalists
+    stranger = tmp_path / "elsewhere"
+    shutil.copytree(bundle, stranger)
+    (stranger / "bundle.json").write_text(
+        json.dumps({**load_bundle(bundle), "id": "another bundle"})
+    )
+    with pytest.raises(BundleError, match="names bundle"):
+        tc.adopt_finalists(stranger / "finalists.json", tmp_path / "bundles")
+
+
 @pytest.mark.parametrize(
     ("fault", "kind"), [("crash", "crash"), ("hang", "run_timeout")], ids=["crash", "hang"]
 )

@@ -76,7 +76,7 @@ def test_finish_picks_the_recorded_best_and_report_prefers_the_finish_run(tmp_pa
     entry = workload_entry(space, seed=0)
     wk, tk = entry["workload_key"], space.target.key
     assert wk == ComputeDAG.from_compute(compute).workload_key
-    assignments = [{"x": i} for i in range(4)]
+    assignments = [{"x": i, "C.stages": i, "C.split_k": 2} for i in range(4)]
     search = tmp_path / "bundles" / "G1" / "round000"
     ids = _bundle(search, entry, assignments, "random")
     latencies = [4e-5, 1e-5, 3e-5, 2e-5]  # recorded search medians: c00001 < c00003 < c00002
@@ -108,6 +108,7 @@ def test_finish_picks_the_recorded_best_and_report_prefers_the_finish_run(tmp_pa
     assert row["ratio_fastest"] == 0.417
     assert row["ratio_fp32out"] == 1.0 and row["baseline_fp32out_ms"] == 0.012
     assert row["repeat"] == 100 and row["rtol"] == entry["rtol"] and row["atol"] == entry["atol"]
+    assert row["program"] == "wmma, 3 stages, split-K 2"  # the re-timed best's knobs
 
 
 def test_report_without_a_finish_run_uses_the_records_best(tmp_path: Path) -> None:

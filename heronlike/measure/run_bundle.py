@@ -7,7 +7,12 @@ numpy and CuPy (PyTorch optional, for the baselines; nvcc optional), and neither
 TVM. Usage::
 
     python run_bundle.py BUNDLE_DIR [--out results.json] [--repeat N] [--warmup N]
-                         [--candidates ID,...] [--no-baselines] [--timeout S] [--standin]
+                         [--candidates ID,... | --finalists K [--ranked-by RESULTS]]
+                         [--no-baselines] [--timeout S] [--standin]
+
+``--finalists K`` re-times, beside the baselines, the K fastest correct candidates of each
+workload in an earlier run's results (``--ranked-by``, default ``BUNDLE_DIR/results.json``): a
+search round and the re-measure of its best can then share one session on a GPU machine.
 
 What it does, per workload of ``bundle.json``:
 
@@ -1451,6 +1456,27 @@ def run_bundle(
     return results
 
 
+def fastest_ids(results: dict[str, Any], k: int) -> list[str]:
+    """The ids of the ``k`` fastest correct candidates of each workload in ``results`` (a
+    results.json dict), fastest first within a workload; stand-in results count as none.
+
+    Raises:
+        ValueError: ``k`` < 1, or ``results`` is not a results dict.
+    """
+    if k < 1:
+        raise ValueError(f"--finalists must be at least 1, got {k}")
+    if not isinstance(results, dict) or not isinstance(results.get("candidates"), dict):
+        raise ValueError("not a results.json: it has no 'candidates' table")
+    if results.get("standin"):
+        return []
+    by_workload: dict[str, list[tuple[float, str]]] = {}
+    for cid, res in results["candidates"].items():
+        lat = res.get("latency_s")
+        if res.get("error_kind") is None and lat is not None and math.isfinite(lat):
+            by_workload.setdefault(res.get("workload_key"), []).append((float(lat), cid))
+    return [cid for timed in by_workload.values() for _, cid in sorted(timed)[:k]]
+
+
 def _ordered(results: dict[str, Any]) -> dict[str, Any]:
     """``results`` with the per-candidate and baseline tables last (easier to read)."""
     tables = ("candidates", "baselines")
@@ -1526,6 +1552,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, help="untimed calls before timing")
     parser.add_argument("--timeout", type=float, help="seconds one candidate may take")
     parser.add_argument("--candidates", help="comma-separated candidate ids to run")
+    parser.add_argument(
+        "--finalists",
+        type=int,
+        metavar="K",
+        help="run only the K fastest correct candidates of each workload of --ranked-by",
+    )
+    parser.add_argument(
+        "--ranked-by",
+        metavar="RESULTS",
+        help="the results.json that --finalists ranks [default: BUNDLE_DIR/results.json]",
+    )
     parser.add_argument("--no-baselines", action="store_true", help="skip the PyTorch baselines")
     parser.add_argument(
         "--standin", action="store_true", help="CPU stand-in for tests: validate, launch nothing"
@@ -1537,6 +1574,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bundle_dir:
         parser.error("BUNDLE_DIR is required")
     ids = [s for s in args.candidates.split(",") if s] if args.candidates else None
+    if args.finalists is not None:
+        if ids is not None:
+            parser.error("--candidates and --finalists exclude each other")
+        ranked = Path(args.ranked_by or Path(args.bundle_dir) / RESULTS_FILE)
+        out = Path(args.out or Path(args.bundle_dir) / RESULTS_FILE)
+        if out.resolve() == ranked.resolve():
+            parser.error(f"--out must differ from the ranked results {ranked}")
+        try:
+            ids = fastest_ids(json.loads(ranked.read_text()), args.finalists)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--ranked-by {ranked}: {exc}")
+        if not ids:
+            parser.error(f"--ranked-by {ranked}: no correct measured candidate to re-time")
     for name in ("repeat", "warmup", "timeout"):
         value = getattr(args, name)
         if value is not None and value < (1 if name == "repeat" else 0):
