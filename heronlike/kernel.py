@@ -33,7 +33,6 @@ class BuiltKernel:
         self.assignment = dict(assignment)
         self.schedule = space.apply(assignment)
         self.executable = tvm.compile(self.schedule.mod, target=tvm.target.Target(target))
-        self._prepared = False
 
     @property
     def script(self) -> str:
@@ -78,9 +77,7 @@ class BuiltKernel:
         from .measure.runner import parse_device
         from .target import prepare_process_for
 
-        if not self._prepared:  # TVM's thread pool sized to the target's cores; AMX's tiles
-            prepare_process_for(self.space.target.key)
-            self._prepared = True
+        prepare_process_for(self.space.target.key)  # TVM's thread pool sized; AMX's tiles
         dev = tvm.device(*parse_device(self.space.target.device))  # the target's device
         tensors = [tvm.runtime.tensor(a, dev) for a in self.space.prepare_args(arrays)]
         self.executable["main"](*tensors)

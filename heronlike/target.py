@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -282,9 +283,15 @@ def prepare_process_for(key: str) -> None:
     sized to its cores (:func:`heronlike.host.use_cpu_threads`); nothing for a target not
     installed here (its kernels were built elsewhere, nothing to prepare for).
 
+    Cheap after the first call for a key on a thread (TVM's thread pools are per thread), so
+    callers may call it before every run.
+
     Raises:
         HostFeatureError: this process cannot run the target's kernels.
     """
+    done = (key, threading.get_ident())
+    if done in _PREPARED:
+        return
     try:
         target = get_target(key)
     except UnknownTargetError:
@@ -294,6 +301,11 @@ def prepare_process_for(key: str) -> None:
         from .host import use_cpu_threads
 
         use_cpu_threads(target.cores)
+    _PREPARED.add(done)
+
+
+#: ``(target key, thread id)`` pairs :func:`prepare_process_for` has prepared
+_PREPARED: set[tuple[str, int]] = set()
 
 
 def parse_target_string(text: str) -> tuple[str, dict[str, str | bool]]:

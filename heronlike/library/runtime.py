@@ -179,7 +179,6 @@ class Library:
         ]
         self._lock = threading.Lock()
         self._functions: dict[str, Any] = {}
-        self._prepared = False
 
     @property
     def target(self) -> str:
@@ -259,11 +258,9 @@ class Library:
         shapes (one array, or a tuple for several outputs)."""
         import tvm
 
-        if not self._prepared:  # e.g. AMX: the tile state, before the first kernel runs
-            from ..target import prepare_process_for
+        from ..target import prepare_process_for
 
-            prepare_process_for(self.target)
-            self._prepared = True
+        prepare_process_for(self.target)  # e.g. AMX's tile state, TVM's thread pool
         dev = tvm.cpu()
         given = iter(inputs)
         tensors, outs = [], []

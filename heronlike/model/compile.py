@@ -110,7 +110,6 @@ class CompiledModel:
         self.target_key = target_key
         self.device = tvm.cpu()
         self._vm = relax.VirtualMachine(executable, self.device)
-        self._prepared = False
 
     def _tensors(self, arrays: Sequence[Any]) -> list[Any]:
         if len(arrays) != len(self.inputs):
@@ -142,11 +141,10 @@ class CompiledModel:
     def _run(self, tensors: Sequence[Any]) -> Any:
         """One run of ``main``; before the first, this process is prepared for the target
         (AMX's tile state; TVM's thread pool sized to the cores the kernels were tuned for)."""
-        if not self._prepared and self.target_key:
+        if self.target_key:
             from ..target import prepare_process_for
 
             prepare_process_for(self.target_key)
-        self._prepared = True
         return self._vm["main"](*tensors)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
