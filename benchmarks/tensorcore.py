@@ -426,21 +426,27 @@ def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def merge_bundles(parts: list[tuple[str, Path]], dest: Path) -> Path:
+def merge_bundles(
+    parts: list[tuple[str, Path]],
+    dest: Path,
+    extra: Sequence[tuple[str, Path, dict[str, Any]]] = (),
+) -> Path:
     """One bundle holding every candidate of ``parts`` (``(label, bundle folder)``), with ids
-    prefixed by the label (e.g. ``G1_r000_c00003``) so they stay unique. Workloads are kept once
-    per key; the timing policy is the first part's."""
+    prefixed by the label (e.g. ``G1_r000_c00003``) so they stay unique, and the single
+    candidates ``extra`` (``(label, bundle folder, candidate entry)``, e.g. earlier rounds' best).
+    Workloads are kept once per key; the timing policy is the first part's."""
     from heronlike.measure.bundle import load_bundle, write_bundle
 
     workloads: dict[str, dict[str, Any]] = {}
     candidates = []
     policy: dict[str, Any] = {}
-    for label, folder in parts:
+    whole = [(label, folder, None) for label, folder in parts]
+    for label, folder, only in [*whole, *extra]:
         bundle = load_bundle(folder)
         policy = policy or bundle["policy"]
         for w in bundle["workloads"]:
             workloads.setdefault(w["workload_key"], w)
-        for cand in bundle["candidates"]:
+        for cand in bundle["candidates"] if only is None else [only]:
             src = folder / "cands" / cand["id"]
             candidates.append({**cand, "id": f"{label}_{cand['id']}", "artifact_dir": src})
     return write_bundle(
@@ -491,19 +497,44 @@ def gpu_instructions(bundles: list[Path], out_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def recorded_best(
+    case: str, compute: Any, args: argparse.Namespace, index: dict
+) -> list[tuple[str, Path, dict[str, Any]]]:
+    """The ``--with-best`` fastest measured candidates of ``case`` in the records, as
+    :func:`merge_bundles` extras labelled ``<case>_best_<round folder>``."""
+    from heronlike.dag import ComputeDAG
+    from heronlike.records import Records
+    from heronlike.target import get_target
+
+    wk = ComputeDAG.from_compute(compute).workload_key
+    target_key = get_target(target_string(args.arch)).key
+    with Records(args.records) as db:
+        picked = finish_candidates(db, wk, target_key, index, args.with_best)
+    return [(f"{case}_best_{folder.name}", folder, cand) for folder, cand in picked]
+
+
 def cmd_bundle(args: argparse.Namespace) -> int:
     """``bundle``: ``--rounds`` prepare_bundle rounds per case, each in ``OUT/<case>/round<k>``
     (numbered after the rounds already there), optionally merged into ``OUT/merged_<stamp>``.
 
     Rounds prepared in one call get no measurements in between (each uses its own seed, and the
     records' earlier trials); for feedback, run the bundle, import it and call ``bundle`` again.
+    ``--with-best K`` carries each case's K fastest recorded candidates into the merged bundle.
     """
     from heronlike.offline import prepare_bundle
 
+    if args.with_best and not args.merge:
+        print("--with-best needs --merge (the earlier best join the merged bundle)")
+        return 2
+
     out = Path(args.out)
     made: list[tuple[str, Path]] = []
+    best: list[tuple[str, Path, dict[str, Any]]] = []
+    index = candidate_index(out) if args.with_best and out.is_dir() else {}
     for case in parse_cases(args.cases):
         _, _, compute = case_compute(case)
+        if index:
+            best += recorded_best(case, compute, args, index)
         case_dir = out / case
         first = len(list(case_dir.glob("round*"))) if case_dir.is_dir() else 0
         for k in range(first, first + args.rounds):
@@ -529,8 +560,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     bundles = [path for _, path in made]
     if args.merge:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        bundles = [merge_bundles(made, out / f"merged_{stamp}")]
-        print(f"merged {len(made)} bundles into {bundles[0]}")
+        bundles = [merge_bundles(made, out / f"merged_{stamp}", best)]
+        print(f"merged {len(made)} bundles and {len(best)} earlier best into {bundles[0]}")
     total = sum(tree_bytes(b) for b in bundles)
     print(f"\n{len(bundles)} bundle(s), {total / 2**20:.1f} MiB in all:")
     for b in bundles:
@@ -979,6 +1010,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", default=str(DEFAULT_RECORDS))
     p.add_argument("--out", default=str(DEFAULT_BUNDLES))
     p.add_argument("--merge", action="store_true", help="also merge all rounds into one bundle")
+    p.add_argument(
+        "--with-best",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --merge: also carry each case's K fastest recorded candidates (earlier "
+        "rounds' best, re-timed beside the new ones, so --finalists ranks all rounds)",
+    )
     p.set_defaults(fn=cmd_bundle)
 
     p = sub.add_parser("import", help="import every results.json under --bundles")

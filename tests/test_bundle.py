@@ -319,6 +319,15 @@ def test_finalists_re_time_the_fastest_correct_candidates(tmp_path: Path, rb: Mo
     assert adopted["policy"]["repeat"] == 9 and adopted["policy"]["warmup"] == 2
     assert (finish / "cands" / "cand_0002" / "kernel.cubin").read_bytes() == CUBIN_BYTES
     assert json.loads((finish / "results.json").read_text()) == finalists
+    # a later round's merged bundle carries earlier best beside its own candidates
+    merged = tc.merge_bundles(
+        [("G1_r001", bundle)],
+        tmp_path / "merged",
+        [("G1_best_x", finish, adopted["candidates"][1])],
+    )
+    ids = [c["id"] for c in load_bundle(merged)["candidates"]]
+    assert ids == [f"G1_r001_cand_{i:04d}" for i in range(4)] + ["G1_best_x_cand_0002"]
+    assert (merged / "cands" / "G1_best_x_cand_0002" / "kernel.cubin").is_file()
     stranger = tmp_path / "elsewhere"
     shutil.copytree(bundle, stranger)
     (stranger / "bundle.json").write_text(
