@@ -16,6 +16,7 @@ import numpy as np
 import tvm
 
 from .dag import ComputeDAG
+from .exact import exact_einsum
 
 
 def random_inputs(dag: ComputeDAG, rng: np.random.Generator) -> list[np.ndarray]:
@@ -60,40 +61,6 @@ def _einsum_reference(dag: ComputeDAG, arrays: list[np.ndarray]) -> dict[int, np
     (ia, ib), io = spec["operands"], spec["output"]
     out_dtype = np.dtype(dag.params[io].dtype)
     return {io: exact_einsum(str(spec["spec"]), arrays[ia], arrays[ib], out_dtype)}
-
-
-def exact_einsum(spec: str, a: np.ndarray, b: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
-    """``np.einsum(spec, a, b)`` as the hardware computes it, in ``out_dtype``.
-
-    Float outputs: the sum in float64, rounded once to ``out_dtype``. Integer outputs: the
-    exact integer sum wrapped to ``out_dtype``'s width (two's complement, as an int32
-    accumulator wraps; e.g. int16 × int16 summed over K = 2^16 can pass 2^31), never a float
-    cast of an out-of-range value. The fast path sums in float64 (BLAS) when every partial sum
-    is below 2^53 and so exact (``K · max|a| · max|b| < 2^53``), the slow one in int64.
-
-    Raises:
-        ValueError: a malformed ``spec`` (as ``np.einsum``).
-    """
-    if out_dtype.kind not in "iub":
-        out = np.einsum(spec, a.astype(np.float64), b.astype(np.float64), optimize=True)
-        return out.astype(out_dtype)
-    lhs, _, out_letters = spec.partition("->")
-    la, lb = lhs.split(",")
-    sizes = dict(zip(la, a.shape, strict=True)) | dict(zip(lb, b.shape, strict=True))
-    k = 1
-    for letter in set(la + lb) - set(out_letters):
-        k *= sizes[letter]
-    peak = (
-        k
-        * int(np.abs(a.astype(np.int64)).max(initial=0))
-        * int(np.abs(b.astype(np.int64)).max(initial=0))
-    )
-    if peak < 2**53:
-        exact = np.einsum(spec, a.astype(np.float64), b.astype(np.float64), optimize=True)
-        exact = exact.astype(np.int64)  # integral and in range: exact
-    else:
-        exact = np.einsum(spec, a.astype(np.int64), b.astype(np.int64), optimize=True)
-    return exact.astype(out_dtype)  # keeps the low bits: the accumulator's wrap-around
 
 
 def _einsum_spec(dag: ComputeDAG) -> dict[str, Any] | None:

@@ -142,6 +142,53 @@ def test_cuda_library_loads_without_tvm_and_dispatches(
             lib.gemm(a, a)
 
 
+NO_TVM = """
+import importlib.abc, sys
+class NoTVM(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("tvm", "tvm_ffi"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, NoTVM())
+"""
+
+
+def test_a_library_check_needs_no_tvm() -> None:
+    """``check_library``'s reference for GEMM and conv2d runs on numpy alone: in a fresh
+    interpreter where importing TVM fails, as on a GPU machine with CuPy and no TVM (an H200
+    found ``check_library`` importing ``heronlike.ops``, hence TVM, for the output dtype)."""
+    code = NO_TVM + (
+        "import numpy as np\n"
+        "from heronlike.library.builder import numpy_reference\n"
+        "from heronlike.library.workloads import Workload\n"
+        "rng = np.random.default_rng(0)\n"
+        "x, w = rng.uniform(-1, 1, (8, 32)).astype(np.float16), rng.uniform(-1, 1, (16, 32))\n"
+        "w = w.astype(np.float16)\n"
+        "g = Workload('gemm', (('M', 8), ('N', 16), ('K', 32)), 'float16')\n"
+        "y = numpy_reference(g, [x, w], 'float32')\n"
+        "print(y.dtype, np.allclose(y, x.astype(float) @ w.astype(float).T, rtol=1e-6))\n"
+        "shape = (('N', 1), ('H', 5), ('W', 5), ('CI', 3), ('CO', 4), ('KH', 3), ('KW', 3),\n"
+        "         ('stride', 1), ('pad', 1), ('dilation', 1))\n"
+        "a = rng.integers(-128, 128, (1, 5, 5, 3), dtype=np.int8)\n"
+        "k = rng.integers(-128, 128, (4, 3, 3, 3), dtype=np.int8)\n"
+        "c = numpy_reference(Workload('conv2d', shape, 'int8'), [a, k], 'int32')\n"
+        "print(c.dtype, c.shape, int(c[0, 2, 2, 1]) == int((a[0, 1:4, 1:4, :].astype(int)\n"
+        "      * k[1].astype(int)).sum()), 'tvm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [
+        "float32",
+        "True",
+        "int32",
+        "(1,",
+        "5,",
+        "5,",
+        "4)",
+        "True",
+        "False",
+    ]
+
+
 @needs_nvcc
 def test_cuda_library_with_a_missing_cubin_is_a_format_error(
     cuda_library: tuple[Path, list[str]], tmp_path: Path

@@ -271,18 +271,27 @@ def export(
     return manifest
 
 
-def numpy_reference(w: Workload, inputs: Sequence[np.ndarray]) -> np.ndarray:
+def numpy_reference(
+    w: Workload, inputs: Sequence[np.ndarray], out_dtype: str | np.dtype | None = None
+) -> np.ndarray:
     """The exact output of workload ``w`` on ``inputs`` computed with numpy alone: integer
     products summed in float64 while every partial sum is below 2**53, else in int64, then
     wrapped to the output dtype (as an int32 accumulator wraps). ``conv2d``: one tensordot per
     kernel tap over the zero-padded input; ``gemm``/``bmm``/``gemv``: an einsum
-    (:func:`heronlike.reference.exact_einsum`). Other operators go through
+    (:func:`heronlike.exact.exact_einsum`). Other operators go through
     :func:`heronlike.reference.reference_outputs` (TVM on the unscheduled compute).
-    """
-    from .. import ops
-    from ..reference import exact_einsum
 
-    out_dtype = np.dtype(ops.dtypes(w.dtype)[2])
+    ``out_dtype`` (default: the one :func:`heronlike.ops.dtypes` gives ``w.dtype``) spares the
+    import of TVM: with it, conv2d and the matrix products need numpy alone, as on a GPU machine
+    checking a CUDA library.
+    """
+    from ..exact import exact_einsum
+
+    if out_dtype is None:
+        from .. import ops
+
+        out_dtype = ops.dtypes(w.dtype)[2]
+    out_dtype = np.dtype(out_dtype)
     p = w.params
     if w.op == "conv2d":
         from ..measure.run_bundle import conv2d_nhwc_reference
@@ -339,7 +348,7 @@ def check_library(path: str | Path, seed: int = 0) -> dict[str, bool]:
         w = Workload(k.op, tuple(k.attrs.items()), k.dtype)
         xs = random_operands(k, rng)
         got = lib.run(k, *xs)
-        want = numpy_reference(w, xs)
+        want = numpy_reference(w, xs, k.outputs[0].dtype)
         if np.issubdtype(want.dtype, np.integer):
             result[k.function] = bool(np.array_equal(got, want))
         else:
