@@ -641,7 +641,7 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "headline-tensorcore",
-            ("tensorcore_h100_80gb_hbm3.csv",),
+            ("tensorcore_h200.csv",),
             TC_COLUMNS[:5],
             TC_CMD,
             where=lambda r: r["op"] in ("gemm", "bmm"),
@@ -779,6 +779,14 @@ TABLES: dict[str, Table] = {
             "tensorcore-h100",
             ("tensorcore_h100_80gb_hbm3.csv",),
             TC_COLUMNS,
+            TC_CMD,
+            summary=TC_GEOMEANS,
+            machine=TC_MACHINE,
+        ),
+        Table(
+            "tensorcore-h200",
+            ("tensorcore_h200.csv",),
+            TC_COLUMNS + (Col("best program", "{program}"),),
             TC_CMD,
             summary=TC_GEOMEANS,
             machine=TC_MACHINE,
