@@ -435,7 +435,7 @@ def merge_bundles(
     prefixed by the label (e.g. ``G1_r000_c00003``) so they stay unique, and the single
     candidates ``extra`` (``(label, bundle folder, candidate entry)``, e.g. earlier rounds' best).
     Workloads are kept once per key; the timing policy is the first part's."""
-    from heronlike.measure.bundle import load_bundle, write_bundle
+    from heronlike.measure.bundle import load_bundle
 
     workloads: dict[str, dict[str, Any]] = {}
     candidates = []
@@ -449,17 +449,20 @@ def merge_bundles(
         for cand in bundle["candidates"] if only is None else [only]:
             src = folder / "cands" / cand["id"]
             candidates.append({**cand, "id": f"{label}_{cand['id']}", "artifact_dir": src})
-    return write_bundle(
-        dest,
-        list(workloads.values()),
-        candidates,
-        repeat=policy["repeat"],
-        warmup=policy["warmup"],
-        number=policy["number"],
-        flush_l2_bytes=policy["flush_l2_bytes"],
-        timeout_s=policy["timeout_s"],
-        baselines=policy["baselines"],
+    return write_with_policy(
+        dest, list(workloads.values()), candidates, policy, baselines=policy["baselines"]
     )
+
+
+def write_with_policy(
+    dest: Path, workloads: list[dict], candidates: list[dict], policy: dict, **options: Any
+) -> Path:
+    """``write_bundle`` with the timing fields of a bundle's or a run's ``policy`` dict (repeat,
+    warmup, number, flush_l2_bytes, timeout_s) and ``options``."""
+    from heronlike.measure.bundle import write_bundle
+
+    timing = ("repeat", "warmup", "number", "flush_l2_bytes", "timeout_s")
+    return write_bundle(dest, workloads, candidates, **{k: policy[k] for k in timing}, **options)
 
 
 def repo_relative(path: Path) -> str:
@@ -671,7 +674,7 @@ def adopt_finalists(results_path: Path, bundles: Path) -> Path:
         ValueError: the results re-time no candidate.
     """
     from heronlike.errors import BundleError
-    from heronlike.measure.bundle import load_bundle, write_bundle
+    from heronlike.measure.bundle import load_bundle
 
     folder = results_path.parent
     bundle = load_bundle(folder)
@@ -689,16 +692,9 @@ def adopt_finalists(results_path: Path, bundles: Path) -> Path:
     keys = {c["workload_key"] for c in candidates}
     policy = {**bundle["policy"], **results.get("policy", {})}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    dest = write_bundle(
-        bundles / f"finish_{stamp}",
-        [w for w in bundle["workloads"] if w["workload_key"] in keys],
-        candidates,
-        repeat=policy["repeat"],
-        warmup=policy["warmup"],
-        number=policy["number"],
-        flush_l2_bytes=policy["flush_l2_bytes"],
-        timeout_s=policy["timeout_s"],
-        explorer=FINISH_EXPLORER,
+    workloads = [w for w in bundle["workloads"] if w["workload_key"] in keys]
+    dest = write_with_policy(
+        bundles / f"finish_{stamp}", workloads, candidates, policy, explorer=FINISH_EXPLORER
     )
     shutil.copyfile(results_path, dest / RESULTS_NAME)
     return dest
