@@ -49,11 +49,12 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from heronlike.host import cpu_model
+from heronlike.measure.run_bundle import BUNDLE_FILE, RESULTS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results"
@@ -115,7 +116,6 @@ REPORT_COLUMNS = (
 )  # fmt: skip
 FINISH_EXPLORER = "finish"  # bundle.json "explorer" of a finish bundle
 FINALISTS = 3  # candidates per workload re-timed on the GPU right after their search round
-RESULTS_NAME = "results.json"  # a run's results, beside its bundle.json
 FINALISTS_FILE = "finalists.json"  # their results, beside the search round's results.json
 
 
@@ -243,22 +243,26 @@ def pipeline_knobs(assignment: dict[str, int]) -> tuple[bool, bool, bool]:
     """Whether a candidate pipelines its shared-memory fetches (``<stage>.stages`` > 1, so
     ``cp.async`` on sm_80+), whether it splits K (``<stage>.split_k`` > 1) and whether it
     swizzles its shared tiles (``<stage>.swizzle``)."""
-
-    def above(knob: str, least: int) -> bool:
-        return any(v >= least for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k))
-
-    return above("stages", 2), above("split_k", 2), above("swizzle", 1)
+    most = knob_max(assignment)
+    return most("stages") >= 2, most("split_k") >= 2, most("swizzle") >= 1
 
 
-def program_summary(space: Any, assignment: dict[str, int]) -> str:
-    """What a candidate's knobs chose, in words: ``"mma.sync, 3 stages, split-K 2, swizzled"``
-    (the intrinsic group, then only the knobs away from their plain setting)."""
+def knob_max(assignment: dict[str, int]) -> Callable[[str], int]:
+    """``knob -> the largest value of any stage's <stage>.<knob>`` in ``assignment`` (0 where no
+    stage has it)."""
 
     def most(knob: str) -> int:
         return max(
             (v for k, v in assignment.items() if re.fullmatch(rf"[^.]+\.{knob}", k)), default=0
         )
 
+    return most
+
+
+def program_summary(space: Any, assignment: dict[str, int]) -> str:
+    """What a candidate's knobs chose, in words: ``"mma.sync, 3 stages, split-K 2, swizzled"``
+    (the intrinsic group, then only the knobs away from their plain setting)."""
+    most = knob_max(assignment)
     parts = ["mma.sync" if uses_mma(space, assignment) else "wmma"]
     if most("stages") > 1:
         parts.append(f"{most('stages')} stages")
@@ -484,7 +488,7 @@ def gpu_instructions(bundles: list[Path], out_dir: Path) -> str:
         f"for d in {loop}; do python3 $d/run_bundle.py $d && python3 $d/run_bundle.py $d "
         f"--finalists {FINALISTS} --repeat 100 --warmup 20 --out $d/{FINALISTS_FILE}; done; "
         f"for d in {loop}; do mkdir -p $OUT/${{d##*/}} && "
-        f"cp $d/{RESULTS_NAME} $d/{FINALISTS_FILE} $OUT/${{d##*/}}/; done"
+        f"cp $d/{RESULTS_FILE} $d/{FINALISTS_FILE} $OUT/${{d##*/}}/; done"
     )
     lines = [
         f"carry: {json.dumps(carry)}  ({size / 2**20:.1f} MiB; the device tool carries <= 64 MiB)",
@@ -579,16 +583,23 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 def find_results(folder: Path) -> list[Path]:
     """Every bundle folder under ``folder`` (itself included) that holds a ``results.json``."""
-    found = (p.parent for p in folder.rglob(RESULTS_NAME))
-    return sorted(d for d in found if (d / "bundle.json").is_file())
+    found = (p.parent for p in folder.rglob(RESULTS_FILE))
+    return sorted(d for d in found if (d / BUNDLE_FILE).is_file())
+
+
+def bundle_json(folder: Path) -> dict[str, Any]:
+    """``folder``'s bundle.json as read, or ``{}`` when it is missing or unreadable (for the
+    report's lookups, which skip such folders; :func:`load_bundle` validates instead)."""
+    try:
+        data = json.loads((folder / BUNDLE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def is_finish_bundle(folder: Path) -> bool:
     """Whether ``folder`` is a finish bundle (:func:`cmd_finish`), not a search round."""
-    try:
-        return json.loads((folder / "bundle.json").read_text()).get("explorer") == FINISH_EXPLORER
-    except (OSError, ValueError):
-        return False
+    return bundle_json(folder).get("explorer") == FINISH_EXPLORER
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -629,7 +640,7 @@ def candidate_index(folder: Path) -> dict[tuple[str, str], tuple[Path, dict[str,
     from heronlike.measure.bundle import assignment_key, load_bundle
 
     index: dict[tuple[str, str], tuple[Path, dict[str, Any]]] = {}
-    for path in sorted(folder.rglob("bundle.json")):
+    for path in sorted(folder.rglob(BUNDLE_FILE)):
         try:
             bundle = load_bundle(path.parent)
         except BundleError:
@@ -696,7 +707,7 @@ def adopt_finalists(results_path: Path, bundles: Path) -> Path:
     dest = write_with_policy(
         bundles / f"finish_{stamp}", workloads, candidates, policy, explorer=FINISH_EXPLORER
     )
-    shutil.copyfile(results_path, dest / RESULTS_NAME)
+    shutil.copyfile(results_path, dest / RESULTS_FILE)
     return dest
 
 
@@ -765,7 +776,7 @@ def gpu_runs(folder: Path) -> dict[str, dict[str, Any]]:
     runs: dict[str, dict[str, Any]] = {}
     for bundle_dir in find_results(folder) if folder.is_dir() else []:
         try:
-            results = json.loads((bundle_dir / RESULTS_NAME).read_text())
+            results = json.loads((bundle_dir / RESULTS_FILE).read_text())
         except (OSError, ValueError):
             continue
         if results.get("standin"):
@@ -887,11 +898,8 @@ def report_row(case: str, db: Any, target_key: str, runs: dict[str, Any]) -> dic
 
 def bundle_assignment(bundle_dir: Path, candidate_id: str) -> dict[str, int] | None:
     """The CSP assignment of candidate ``candidate_id`` in ``bundle_dir``'s bundle.json."""
-    try:
-        bundle = json.loads((bundle_dir / "bundle.json").read_text())
-    except (OSError, ValueError):
-        return None
-    cand = next((c for c in bundle.get("candidates", []) if c.get("id") == candidate_id), None)
+    candidates = bundle_json(bundle_dir).get("candidates", [])
+    cand = next((c for c in candidates if c.get("id") == candidate_id), None)
     return cand.get("assignment") if cand else None
 
 
@@ -906,11 +914,8 @@ def iqr_ms(latencies_s: Sequence[float] | None) -> str | None:
 def reference_tolerance(bundle_dir: Path, workload_key: str) -> dict[str, Any]:
     """The workload entry of ``workload_key`` in ``bundle_dir``'s bundle.json (``rtol``,
     ``atol``, ...), or ``{}``."""
-    try:
-        bundle = json.loads((bundle_dir / "bundle.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return next((w for w in bundle.get("workloads", []) if w["workload_key"] == workload_key), {})
+    workloads = bundle_json(bundle_dir).get("workloads", [])
+    return next((w for w in workloads if w["workload_key"] == workload_key), {})
 
 
 def plot_report(rows: list[dict[str, Any]], path: Path) -> bool:
