@@ -26,7 +26,6 @@ import collections
 import csv
 import datetime as dt
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.suite import parse_case, time_pytorch  # noqa: E402
-from heronlike.host import cpu_model, cpu_signature  # noqa: E402
+from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_CASES = ("G1", "B1", "C2D1")
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     date = dt.date.today().isoformat()
-    cpu = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-")[:24]
+    cpu = machine_slug()
     if args.command == "compare":
         from heronlike.dla_targets import amx
 

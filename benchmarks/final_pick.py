@@ -37,7 +37,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import heronlike  # noqa: E402
-from heronlike.host import cpu_model  # noqa: E402
+from heronlike.host import cpu_model, machine_slug  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
 
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['after_later_gops']:.1f}; same pick: {row['same_pick']}",
                 flush=True,
             )
-    cpu = cpu_model().lower().replace(" ", "-")
+    cpu = machine_slug()
     name = f"final_pick-{a.op}{a.shape.replace(',', 'x')}-{cpu}-{dt.date.today()}.csv"
     a.out.mkdir(parents=True, exist_ok=True)
     with (a.out / name).open("w", newline="") as f:

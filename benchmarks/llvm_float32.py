@@ -37,14 +37,13 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from heronlike.host import cpu_model
+from heronlike.host import cpu_model, machine_slug
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
@@ -167,10 +166,6 @@ WORKLOADS: dict[str, tuple[Callable[..., list[Any]], tuple[int, ...], tuple[int,
 
 # ------------------------------------------------------------------------------------------------
 # one case
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
 
 
 #: the kernels of a case, in the order a round times them
@@ -448,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tgt = heronlike.get_target(args.target)
     tgt.check_host()
     cpu, date = cpu_model(), time.strftime("%Y-%m-%d")
-    stem = f"llvm_float32{'-quick' if args.quick else ''}-{_slug(cpu)}-{date}"
+    stem = f"llvm_float32{'-quick' if args.quick else ''}-{machine_slug()}-{date}"
     results = Path(args.out)
     results.mkdir(parents=True, exist_ok=True)
     csv_path = results / f"{stem}.csv"

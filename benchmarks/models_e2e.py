@@ -58,7 +58,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from heronlike.host import machine_stamp  # noqa: E402
+from heronlike.host import machine_slug, machine_stamp  # noqa: E402
 
 ENGINES = ("heronlike", "metaschedule", "tvm_untuned", "onnxruntime", "pytorch")
 
@@ -415,7 +415,7 @@ def main() -> None:
     rows["heronlike"]["weights_mb"] = weights_bytes / 2**20
 
     stamp = machine_stamp()
-    cpu = re.sub(r"[^a-z0-9]+", "-", stamp["cpu_model"].lower()).strip("-")
+    cpu = machine_slug()
     stem = f"models_e2e-{args.model}-t{args.trials}-{cpu}-{stamp['date']}"
     args.out.mkdir(parents=True, exist_ok=True)
     fields = [

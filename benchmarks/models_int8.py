@@ -66,7 +66,7 @@ if str(REPO_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.models_e2e import median_latency  # noqa: E402
-from heronlike.host import machine_stamp  # noqa: E402
+from heronlike.host import machine_slug, machine_stamp  # noqa: E402
 
 ENGINES = ("heronlike_int8", "onnxruntime_int8", "heronlike_float32", "onnxruntime_float32")
 
@@ -442,7 +442,7 @@ def main() -> None:
 
     peaks = measure_peak(args.threads)
     stamp = machine_stamp()
-    cpu = re.sub(r"[^a-z0-9]+", "-", stamp["cpu_model"].lower()).strip("-")
+    cpu = machine_slug()
     stem = f"models_int8-{args.model}-{args.quantize}-t{args.trials}-{cpu}-{stamp['date']}"
     args.out.mkdir(parents=True, exist_ok=True)
     fields = [

@@ -1083,11 +1083,6 @@ def print_table(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> No
 # command line
 
 
-def _slug(text: str) -> str:
-    out = "".join(ch if ch.isalnum() else "-" for ch in text)
-    return "-".join(p for p in out.split("-") if p)
-
-
 def budget_tag(args: argparse.Namespace) -> str:
     """The budget in a file name: ``<trials>t<batch>b`` plus ``<limit>s`` with a time limit."""
     tag = f"{args.trials}t{args.batch}b"
@@ -1095,13 +1090,11 @@ def budget_tag(args: argparse.Namespace) -> str:
 
 
 def output_stem(mode: Mode, budget: str, date: str) -> str:
-    """``suite-<cpu model>-<family/model>-<mode>-<budget>-<date>``."""
-    from heronlike.host import cpu_model, cpu_signature
+    """``suite-<cpu model>-<family/model>-<mode>-<budget>-<date>`` (the CPU as
+    :func:`heronlike.host.machine_slug` names it)."""
+    from heronlike.host import machine_slug
 
-    sig = cpu_signature().split()
-    fm = "".join(f"{k[0]}{v}" for k, v in zip(sig[::2], sig[1::2]) if k != "stepping")
-    cpu = _slug(cpu_model()) + (f"-{fm}" if fm else "")
-    return f"suite-{cpu}-{mode.name}-{budget}-{date}"
+    return f"suite-{machine_slug()}-{mode.name}-{budget}-{date}"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

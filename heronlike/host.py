@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import time
 import warnings
 from pathlib import Path
 
-__all__ = ["cpu_flags", "cpu_model", "cpu_signature", "machine_stamp", "use_cpu_threads"]
+__all__ = [
+    "cpu_flags",
+    "cpu_model",
+    "cpu_signature",
+    "machine_slug",
+    "machine_stamp",
+    "use_cpu_threads",
+]
 
 #: the variables TVM's thread pool reads its size from, in its order of preference
 TVM_THREAD_VARS = ("TVM_NUM_THREADS", "OMP_NUM_THREADS")
@@ -45,6 +53,17 @@ def cpu_signature() -> str:
     such as ``"AMD EPYC"``; ``""`` where they cannot be read."""
     parts = [(k, _field(k)) for k in ("cpu family", "model\t", "stepping")]
     return " ".join(f"{k.split()[-1]} {v}" for k, v in parts if v)
+
+
+def machine_slug() -> str:
+    """The CPU in a result file's name: its lower-case model name in ``-``-joined words, then
+    family and model as ``f<family>m<model>`` (``"amd-epyc-f25m1"``: Zen 3, ``"amd-epyc-f26m2"``:
+    Zen 5), so runs on two CPUs sharing a generic model name on the same day do not overwrite
+    each other's files."""
+    name = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-")
+    sig = cpu_signature().split()
+    fm = "".join(f"{k[0]}{v}" for k, v in zip(sig[::2], sig[1::2]) if k != "stepping")
+    return f"{name}-{fm}" if fm else name
 
 
 def machine_stamp() -> dict[str, str]:

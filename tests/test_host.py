@@ -35,12 +35,14 @@ def test_a_generic_model_name_is_told_apart_by_its_signature(
     assert list(stamp) == ["cpu_model", "cpu_signature", "date"]
     assert stamp["cpu_signature"] == "family 25 model 17 stepping 1"
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", stamp["date"])
+    assert host.machine_slug() == "amd-epyc-f25m17"  # Zen 4; a Zen 3 "AMD EPYC" is f25m1
 
 
 def test_no_cpuinfo_gives_empty_signature(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host, "CPUINFO", tmp_path / "missing")
     assert host.cpu_signature() == ""
     assert host.cpu_model()  # platform.processor() or "unknown", never empty
+    assert host.machine_slug() and "-f" not in host.machine_slug()
 
 
 def _threads_in_fresh_process(code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -237,13 +237,13 @@ def _run_suite(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 def _check_outputs(tmp_path: Path, proc: subprocess.CompletedProcess) -> dict[str, str]:
-    from heronlike.host import cpu_model
+    from heronlike.host import cpu_model, machine_slug
 
     (csv_path,) = tmp_path.glob("suite-*.csv")
     (summary_path,) = tmp_path.glob("suite_summary-*.csv")
     if importlib.util.find_spec("matplotlib") is not None:  # the plot needs the bench extra
         assert csv_path.with_suffix(".png").exists()
-    assert suite._slug(cpu_model()) in csv_path.name
+    assert machine_slug() in csv_path.name
     (row,) = list(csv.DictReader(csv_path.open()))
     assert row["date"] in csv_path.name and row["cpu_model"] == cpu_model()
     assert row["heronlike_status"] == "ok" and row["heronlike_correct"] == "True"
