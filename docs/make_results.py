@@ -57,6 +57,7 @@ MINUS = "\u2212"
 KNOWN_CPUS = {
     "family 25 model 1 stepping 1": "family 25 model 1: Zen 3, AVX2, no AVX-512",
     "family 25 model 17 stepping 1": "family 25 model 17: Zen 4, AVX-512 VNNI",
+    "family 26 model 2 stepping 1": "family 26 model 2: Zen 5, AVX-512 VNNI, 512-bit datapaths",
     "family 6 model 167 stepping 1": "family 6 model 167 under KVM: AVX-512 VNNI, AMX",
 }
 
@@ -505,6 +506,59 @@ MODELS_INT8_CMD = (
     "python benchmarks/models_int8.py --model bert --trials 480 --layers"
     "  (--quantize dynamic; --model resnet50 --trials 1000)"
 )
+MODELS_INT8_VNNI_CMD = (
+    "python benchmarks/models_int8.py --model resnet50 --trials 1000  (--model bert --trials 600"
+    " --layers)"
+)
+
+
+def int8_model_tables(name: str, runs: str, command: str) -> tuple[Table, Table]:
+    """The int8 models' table ``name`` and its per-task table ``name-tasks``, from the
+    ``models_int8-<runs>.csv`` files of one machine (``runs`` a glob of the stem after
+    ``models_int8-``)."""
+    models = Table(
+        name,
+        (f"models_int8-{runs}.csv",),
+        (
+            Col("model @ trials", model_run),
+            Col("quantized", "{quantize}"),
+            *_engines(
+                ("heronlike int8 ms", "heronlike_int8"),
+                ("ONNX Runtime int8 ms", "onnxruntime_int8"),
+                ("heronlike fp32 ms", "heronlike_float32"),
+                ("ONNX Runtime fp32 ms", "onnxruntime_float32"),
+            ),
+            Col("int8 vs ONNX Runtime int8", "{heronlike_int8[speedup_vs_onnxruntime_int8]:.2f}"),
+            Col("int8 vs own fp32", "{heronlike_int8[speedup_vs_own_float32]:.2f}"),
+            Col("int8 vs ONNX Runtime's faster run", _vs_faster_onnxruntime),
+            Col(
+                "layers int8 / float",
+                "{heronlike_int8[integer_layers]} / {heronlike_int8[float_layers]}",
+            ),
+        ),  # fmt: skip
+        command,
+        rows=pivot("engine", ("model", "quantize")),
+    )
+    tasks = Table(
+        f"{name}-tasks",
+        (f"models_int8-{runs}-tasks.csv",),
+        (
+            Col("model @ trials", model_run),
+            Col("task", lambda r: fmt("{task}", r).split(" ")[0][:48]),
+            Col("shape", lambda r: " ".join(fmt("{task}", r).split(" ")[1:])[:40]),
+            Col("× per run", "{weight}"),
+            Col("trials", "{trials}"),
+            Col("ms", "{best_latency_s!k:.3f}"),
+            Col("GOP/s", "{gop_per_s:.0f}"),
+            Col("% of peak", "{pct_of_peak:.0f} ({peak_kernel})"),
+        ),
+        command,
+        where=lambda r: (
+            r["precision"] == "int8" and isinstance(r.get("gop"), int | float) and r["gop"] >= 0.01
+        ),
+    )
+    return models, tasks
+
 
 SUITE_COLUMNS = (
     Col("case", "{case}"),
@@ -562,6 +616,29 @@ FAIR_GEOMEANS = both(
         ),
     ),
 )
+
+#: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd)
+FAIR_VNNI_CSV = "suite_fair-vnni-*.csv"
+FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
+#: the README's rows of it: the demo's GEMM, one case per operator family, then the geomeans
+HEADLINE_FAIR_CASES = ("G1", "G4", "B1", "C1D1", "C2D1", "C2D2", "C3D2", "D1", "T1", "GV5", "S2")
+HEADLINE_FAIR_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("heronlike ms", "{heronlike_ms:.3f}"),
+    Col("MetaSchedule ms", "{ms_ms:.3f}"),
+    Col("PyTorch ms", "{pytorch_ms:.3f}"),
+    Col("vs MS, equal trials", "{speedup_vs_ms:.2f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col("% of peak heronlike / MS", "{heronlike_pct_peak:.0f} / {ms_pct_peak:.0f}"),
+)  # fmt: skip
+
+
+def headline_fair_rows(raw: list[Row]) -> list[Row]:
+    """The README's cases of the fair table, then its geometric means over *every* row."""
+    picked = [r for r in raw if r["case"] in HEADLINE_FAIR_CASES]
+    return picked + [r | {"_summary": True} for r in FAIR_GEOMEANS(raw)]
+
 
 TC_MACHINE = ("{gpu} (sm {compute_capability}, driver {driver}, PyTorch {torch})",)
 TC_COLUMNS = (
@@ -634,10 +711,10 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "headline-dlboost",
-            ("suite_default.csv",),
-            SUITE_COLUMNS,
-            "make bench-suite SUITE_ARGS='--cases G1'",
-            where=lambda r: r["case"] == "G1",
+            (FAIR_VNNI_CSV,),
+            HEADLINE_FAIR_COLUMNS,
+            FAIR_VNNI_CMD,
+            rows=headline_fair_rows,
         ),
         Table(
             "headline-tensorcore",
@@ -686,50 +763,15 @@ TABLES: dict[str, Table] = {
             ),
             MODELS_CMD,
         ),
-        Table(
+        *int8_model_tables(
             "models-int8",
-            ("models_int8-*[0-9].csv",),
-            (
-                Col("model @ trials", model_run),
-                Col("quantized", "{quantize}"),
-                *_engines(
-                    ("heronlike int8 ms", "heronlike_int8"),
-                    ("ONNX Runtime int8 ms", "onnxruntime_int8"),
-                    ("heronlike fp32 ms", "heronlike_float32"),
-                    ("ONNX Runtime fp32 ms", "onnxruntime_float32"),
-                ),
-                Col(
-                    "int8 vs ONNX Runtime int8", "{heronlike_int8[speedup_vs_onnxruntime_int8]:.2f}"
-                ),
-                Col("int8 vs own fp32", "{heronlike_int8[speedup_vs_own_float32]:.2f}"),
-                Col("int8 vs ONNX Runtime's faster run", _vs_faster_onnxruntime),
-                Col(
-                    "layers int8 / float",
-                    "{heronlike_int8[integer_layers]} / {heronlike_int8[float_layers]}",
-                ),
-            ),  # fmt: skip
+            "*-amd-epyc-2026-11-27",
             MODELS_INT8_CMD,
-            rows=pivot("engine", ("model", "quantize")),
         ),
-        Table(
-            "models-int8-tasks",
-            ("models_int8-*-tasks.csv",),
-            (
-                Col("model @ trials", model_run),
-                Col("task", lambda r: fmt("{task}", r).split(" ")[0][:48]),
-                Col("shape", lambda r: " ".join(fmt("{task}", r).split(" ")[1:])[:40]),
-                Col("× per run", "{weight}"),
-                Col("trials", "{trials}"),
-                Col("ms", "{best_latency_s!k:.3f}"),
-                Col("GOP/s", "{gop_per_s:.0f}"),
-                Col("% of peak", "{pct_of_peak:.0f} ({peak_kernel})"),
-            ),
-            MODELS_INT8_CMD,
-            where=lambda r: (
-                r["precision"] == "int8"
-                and isinstance(r.get("gop"), int | float)
-                and r["gop"] >= 0.01
-            ),
+        *int8_model_tables(
+            "models-int8-vnni",
+            "*-amd-epyc-f26m2-2026-11-27",
+            MODELS_INT8_VNNI_CMD,
         ),
         Table(
             "model-estimate",
@@ -759,9 +801,16 @@ TABLES: dict[str, Table] = {
             "make bench-suite",
             summary=SUITE_GEOMEANS,
         ),
-        Table(  # the fair DL Boost comparison (benchmarks/suite.py's one harness)
+        Table(  # the fair DL Boost comparison (benchmarks/suite.py's one harness), on VNNI
+            "suite-fair-vnni",
+            (FAIR_VNNI_CSV,),
+            FAIR_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=FAIR_GEOMEANS,
+        ),
+        Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",
-            ("suite_fair-*.csv",),
+            ("suite_fair-general-*.csv",),
             FAIR_COLUMNS,
             "python benchmarks/suite.py --quick  (then --table --quick for the rest)",
             summary=FAIR_GEOMEANS,
