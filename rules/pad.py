@@ -78,8 +78,13 @@ def with_param_shape(
     signature line declares each parameter as ``name: T.Buffer((d0, d1), "dtype")``."""
     text = func.script()
     lines = text.splitlines()
-    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
-    pattern = re.compile(rf"\b{re.escape(name)}: T\.Buffer\(\([^)]*\)")
+    # keep the dims' integer type: a Relax-lowered kernel declares them as T.int64(...)
+    old_dims = _param(func, name).shape
+    index_dtype = str(old_dims[0].ty) if len(old_dims) else "int32"
+    dims = ", ".join(f"T.int64({d})" if index_dtype == "int64" else str(d) for d in shape)
+    dims += "," if len(shape) == 1 else ""
+    # the shape tuple may hold calls (T.int64(1000)): one level of nested parentheses
+    pattern = re.compile(rf"\b{re.escape(name)}: T\.Buffer\(\((?:[^()]|\([^()]*\))*\)")
     for i, line in enumerate(lines):
         if line.lstrip().startswith("def ") and pattern.search(line):
             lines[i] = pattern.sub(f"{name}: T.Buffer(({dims})", line, count=1)
