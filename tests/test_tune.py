@@ -135,8 +135,14 @@ def test_gemm_records_rows(gemm_tuned: tuple[TuneResult, Path]) -> None:
     keys = {tuple(t.assignment[k] for k in r.space.csp.knobs) for t in rows}
     assert len(keys) == 16  # no candidate measured twice
     assert all(r.space.csp.violations(t.assignment) == [] for t in rows)
-    best = min(rows, key=lambda t: t.latency_s)
-    assert r.assignment == best.assignment and r.tuning_latency_s == best.latency_s
+    # the result is the fastest re-measured of the finalists (the 4 fastest trials by default),
+    # with its own tuning-time latency: not necessarily the luckiest timing of the tune
+    fastest = sorted(rows, key=lambda t: t.latency_s)[: len(r.finalists)]
+    assert [f.trial_index for f in r.finalists] == [t.trial_index for t in fastest]
+    picked = min(r.finalists, key=lambda f: f.latency_s)
+    assert r.assignment == picked.assignment and r.latency_s == picked.latency_s
+    (row,) = [t for t in rows if t.trial_index == picked.trial_index]
+    assert r.tuning_latency_s == row.latency_s
 
 
 @pytest.mark.parametrize(
