@@ -169,7 +169,9 @@ def apply_best(
 
     The best ok trial whose assignment fits today's space (:meth:`Space.misfits`: same
     variables, every range and constraint holds) is rebuilt; a trial of an older space that no
-    longer fits is passed over.
+    longer fits is passed over. "Best" is the fastest recorded tuning-time latency: the
+    re-measure of :func:`tune`'s finalists is not recorded, so this can be another of its
+    finalists than the kernel ``tune`` returned.
 
     Raises:
         RecordsMismatchError: if ``records`` does not exist, is corrupted or is not a heronlike

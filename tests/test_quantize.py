@@ -12,7 +12,11 @@ one such flip can move later layers' values by 1 LSB too (ResNet-50: every outpu
 Runtime's *fused* int8 kernels the rule holds on a CPU with AVX512-VNNI only: without VNNI,
 its u8 x s8 kernels add pairs of products in saturating int16 (``vpmaddubsw``) and differ by
 tens of LSB wherever a pair overflows (ONNX Runtime's quantization documentation, "when and why
-do I need to try U8U8").
+do I need to try U8U8"). Even with VNNI its fused run is not its reference: on the small
+transformer block it is up to 3 LSB from its own reference execution on 1.2 % of the elements
+(AMD Zen 5, ONNX Runtime 1.32, 2026-11-27; heronlike equals the reference there), so against the
+fused run the test asks that every element more than 1 LSB from it is one where the fused run is
+more than 1 LSB from the reference too.
 """
 
 from __future__ import annotations
@@ -174,9 +178,15 @@ def test_qdq_model_agrees_with_onnxruntime(tmp_path: Path, net, shape, n_int, n_
     x = np.random.default_rng(7).standard_normal(shape).astype("float32")
     got = compiled(x)
     lsb = _output_scale(int8)
-    assert_agrees(got, _ort(int8, x, reference=True), lsb)
+    reference = _ort(int8, x, reference=True)
+    assert_agrees(got, reference, lsb)
     if {"avx512_vnni"} <= cpu_flags():
-        assert_agrees(got, _ort(int8, x, reference=False), lsb)
+        # against ONNX Runtime's fused kernels: wherever we are more than 1 LSB from them,
+        # so are they from their own reference execution (the difference is theirs)
+        fused = _ort(int8, x, reference=False)
+        ours_off = np.abs(got.astype(np.float64) - fused) / lsb > 1 + 1e-3
+        theirs_off = np.abs(fused.astype(np.float64) - reference) / lsb > 1 + 1e-3
+        assert not (ours_off & ~theirs_off).any(), f"{ours_off.sum()} elements > 1 LSB apart"
     # the quantized model stays close to the float model: within 8 % of the output's range
     want = _ort(fp32, x, reference=True)
     assert np.abs(got - want).max() <= 0.08 * np.abs(want).max()

@@ -135,12 +135,12 @@ def test_gemm_records_rows(gemm_tuned: tuple[TuneResult, Path]) -> None:
     keys = {tuple(t.assignment[k] for k in r.space.csp.knobs) for t in rows}
     assert len(keys) == 16  # no candidate measured twice
     assert all(r.space.csp.violations(t.assignment) == [] for t in rows)
-    # the result is the fastest re-measured of the finalists (the 4 fastest trials by default),
-    # with its own tuning-time latency: not necessarily the luckiest timing of the tune
+    # the result is one of the finalists (the 4 fastest trials by default), picked by their
+    # re-measure (tests/test_finalists.py), with its own tuning-time latency: not necessarily
+    # the luckiest timing of the tune
     fastest = sorted(rows, key=lambda t: t.latency_s)[: len(r.finalists)]
     assert [f.trial_index for f in r.finalists] == [t.trial_index for t in fastest]
-    picked = min(r.finalists, key=lambda f: f.latency_s)
-    assert r.assignment == picked.assignment and r.latency_s == picked.latency_s
+    (picked,) = [f for f in r.finalists if f.assignment == r.assignment]
     (row,) = [t for t in rows if t.trial_index == picked.trial_index]
     assert r.tuning_latency_s == row.latency_s
 
@@ -257,7 +257,11 @@ def test_resume_after_kill(tmp_path: Path) -> None:
 def test_apply_best(gemm_tuned: tuple[TuneResult, Path]) -> None:
     r, records = gemm_tuned
     kernel = apply_best(records, ops.gemm(128, 128, 128), "dlboost")
-    assert kernel.assignment == r.assignment
+    # the fastest recorded trial (tune's finalist re-measure is not in the records, so this
+    # can be another of its finalists than the one tune returned)
+    best = min(_trials(records, r), key=lambda t: t.latency_s)
+    assert kernel.assignment == best.assignment
+    assert best.assignment in [f.assignment for f in r.finalists]
     rng = np.random.default_rng(7)
     x, w = _u8(rng, (128, 128)), _s8(rng, (128, 128))
     assert np.array_equal(kernel(x, w).astype(np.int64), _gemm_ref(x, w))
