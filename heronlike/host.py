@@ -61,9 +61,8 @@ def machine_slug() -> str:
     Zen 5), so runs on two CPUs sharing a generic model name on the same day do not overwrite
     each other's files."""
     name = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-")
-    sig = cpu_signature().split()
-    fm = "".join(f"{k[0]}{v}" for k, v in zip(sig[::2], sig[1::2]) if k != "stepping")
-    return f"{name}-{fm}" if fm else name
+    family, model = _field("cpu family"), _field("model\t")
+    return f"{name}-f{family}m{model}" if family and model else name
 
 
 def machine_stamp() -> dict[str, str]:

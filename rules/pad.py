@@ -78,10 +78,10 @@ def with_param_shape(
     signature line declares each parameter as ``name: T.Buffer((d0, d1), "dtype")``."""
     text = func.script()
     lines = text.splitlines()
-    # keep the dims' integer type: a Relax-lowered kernel declares them as T.int64(...)
+    # each dim printed as TVMScript prints one of its old type (T.int64(1008) in a kernel
+    # lowered from Relax, 1008 for int32)
     old_dims = _param(func, name).shape
-    index_dtype = str(old_dims[0].ty) if len(old_dims) else "int32"
-    dims = ", ".join(f"T.int64({d})" if index_dtype == "int64" else str(d) for d in shape)
+    dims = ", ".join(tirx.const(d, str(old.ty)).script() for d, old in zip(shape, old_dims))
     dims += "," if len(shape) == 1 else ""
     # the shape tuple may hold calls (T.int64(1000)): one level of nested parentheses
     pattern = re.compile(rf"\b{re.escape(name)}: T\.Buffer\(\((?:[^()]|\([^()]*\))*\)")
