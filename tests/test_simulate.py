@@ -64,7 +64,10 @@ def test_every_explorer_runs_in_simulation_mode(recorded, name: str, tmp_path) -
             assert rec.error_kind == "not_recorded"
     assert hits >= 1
     if result.latency_s is not None:
-        assert result.latency_s >= real.tuning_latency_s  # cannot beat the recorded best
+        # Cannot beat the best recorded trial. (Not real.tuning_latency_s: a real tune returns the
+        # fastest re-measured finalist, whose own record need not be the recorded minimum.)
+        recorded_best = min(t for t in replayed.values() if t is not None)
+        assert result.latency_s >= recorded_best
 
 
 @pytest.mark.parametrize("name", ["cga", "opevo"])
