@@ -435,6 +435,12 @@ def split_k(
     return (rf, block, *rf_loops[1:])
 
 
+def _unit_loop(sch: s_tir.Schedule, loop: Any) -> bool:
+    """Whether ``loop`` has the constant extent 1."""
+    extent = sch.get(loop).extent
+    return isinstance(extent, tirx.IntImm) and int(extent) == 1
+
+
 _HELPERS = {
     "vectorize_innermost": vectorize_innermost,
     "parallelize_vectorize": parallelize_vectorize,
@@ -462,6 +468,9 @@ class Template:
 
     def apply(self, assignment: Mapping[str, int], *, seed: int = 1) -> s_tir.Schedule:
         """Replay the template on a fresh ``s_tir.Schedule`` with ``assignment``.
+
+        A ``parallel`` step on a loop of one iteration is skipped: TVM would still launch its
+        thread pool for it.
 
         Raises:
             KeyError: if the assignment misses a variable the template reads.
@@ -497,6 +506,8 @@ class Template:
                 for name, value in zip(step.outs, result or (), strict=False):
                     env[name] = value  # a helper's outputs (blocks, loops), when it names any
                 continue
+            if step.op == "parallel" and _unit_loop(sch, args[0]):
+                continue  # one iteration: a parallel launch would only cost (UseAllCores)
             fn = getattr(sch, step.op)
             if step.op in _VARIADIC:
                 result = fn(*args[0])

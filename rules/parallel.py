@@ -3,9 +3,10 @@ CPU ``parallel`` and ``unrollPragma`` rules)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from heronlike.csp import In, Le
+from heronlike.csp import CSP, In, Le, Prod, Select
 from heronlike.template import Ref, Sym
 
 from .base import ConstraintRule, Rule, RuleContext
@@ -93,12 +94,40 @@ def unroll_knob(ctx: RuleContext, stage: str, loop: Sym, depths: Sequence[int]) 
 
 class UseAllCores(ConstraintRule):
     """C6 AddDLASpecific (parallelism): the parallel loop has at least ``min(cores, possible)``
-    iterations, ``possible`` being the most the shape allows, so no core idles needlessly."""
+    iterations, ``possible`` being the most the shape allows, so no core idles needlessly;
+    and, where the shape allows it, a *balanced* number: TVM's thread pool gives each core
+    ``ceil(P / cores)`` of the ``P`` iterations, so ``P / (cores * ceil(P / cores))`` of the
+    cores' time does work (3 iterations on 2 cores: 75 %). The extents that the loop's split
+    factors can give are enumerated and those below ``min_balance`` are left out (IN); when
+    no extent the shape allows is balanced, none is left out.
+
+    A stage of at most ``serial_max_ops`` operations (2 per multiply-add, the product of its
+    axis extents times 2) also gets the categorical knob ``<stage>.serial``: 1 runs it on one
+    core (the parallel loop has exactly one iteration, and a one-iteration ``parallel`` loop is
+    replayed as a plain one, :meth:`heronlike.template.Template.apply`), 0 on all cores as above
+    (SELECTs on the loop's lower and upper bounds). Launching a parallel region costs about half
+    a microsecond on TVM's thread pool (measured on a 512 × 16 GEMV: 0.69 µs on 2 cores, 0.19 µs
+    on one), more than a few thousand operations take on one core; MetaSchedule drops the
+    ``parallel`` of such stages the same way (its parallel loop of extent 1).
+
+    Args:
+        serial_max_ops: the largest stage, in operations, that may run serially (default 2**20:
+            about 1 µs on one core at VNNI's peak, where splitting it over cores saves about
+            what the launch costs; larger stages keep the space they had, without a knob that
+            would send half of the random samples to one core).
+        min_balance: the least fraction of the cores' time a parallel extent may keep busy
+            (default 0.9: on 2 cores, any even extent or an odd one of 9 or more).
+    """
 
     name = "C6.UseAllCores"
 
+    def __init__(self, serial_max_ops: int = 1 << 20, min_balance: float = 0.9) -> None:
+        self.serial_max_ops = serial_max_ops
+        self.min_balance = min_balance
+
     def constrain(self, ctx: RuleContext) -> None:
-        for st in ctx.states.values():
+        cores = ctx.target.cores
+        for stage, st in ctx.states.items():
             for lp in st.loops:
                 if lp.level != "P" or isinstance(lp.extent, int):
                     continue
@@ -108,4 +137,66 @@ class UseAllCores(ConstraintRule):
                     if not isinstance(tile, int):  # a shape knob: its smallest extent
                         tile = min(ctx.csp.candidates(tile))
                     possible *= st.stage.axis(axis).extent // tile
-                ctx.csp.add(Le(min(ctx.target.cores, possible), lp.extent))
+                need = min(cores, possible)
+                ops = 2 * math.prod(a.extent for a in st.stage.axes)
+                serial = need > 1 and ops <= self.serial_max_ops
+                if serial:
+                    self._serial_knob(ctx, stage, lp.extent, need)
+                else:
+                    ctx.csp.add(Le(need, lp.extent))
+                values = _extent_values(ctx.csp, lp.extent, ctx.csp.vars[lp.extent].hi)
+                if values is None or need <= 1:
+                    continue
+                parallel = [v for v in values if v >= need]
+                balanced = [v for v in parallel if balance(v, cores) >= self.min_balance]
+                if balanced and len(balanced) < len(parallel):
+                    keep = sorted(balanced + ([1] if serial else []))
+                    ctx.csp.add(In(lp.extent, tuple(keep)))
+
+    @staticmethod
+    def _serial_knob(ctx: RuleContext, stage: str, extent: str, need: int) -> None:
+        serial = ctx.csp.var(
+            f"{stage}.serial",
+            0,
+            1,
+            knob=True,
+            doc="1: one core (no parallel launch), 0: all cores",
+            topology="categorical",
+        )
+        hi = ctx.csp.vars[extent].hi
+        low = ctx.csp.var(f"{stage}.P.min", 1, need, doc="least parallel iterations")
+        high = ctx.csp.var(f"{stage}.P.max", 1, hi, doc="most parallel iterations")
+        ctx.csp.add(Select(low, serial, (need, 1)))
+        ctx.csp.add(Select(high, serial, (hi, 1)))
+        ctx.csp.add(Le(low, extent))
+        ctx.csp.add(Le(extent, high))
+
+
+def balance(extent: int, cores: int) -> float:
+    """The fraction of ``cores``' time a parallel loop of ``extent`` iterations keeps busy when
+    each core takes ``ceil(extent / cores)`` of them (TVM's static partition)."""
+    return extent / (cores * math.ceil(extent / cores))
+
+
+#: extents with more values than this are not enumerated (:func:`_extent_values`)
+_MAX_VALUES = 4096
+
+
+def _extent_values(csp: CSP, name: str, cap: int) -> set[int] | None:
+    """Every value up to ``cap`` the loop extent ``name`` can take: a fused loop's (PROD)
+    products of its factors' values, a split factor's IN candidates; None when some factor is
+    not so bounded (a plain range) or there are more than ``_MAX_VALUES`` values."""
+    for c in csp.constraints:
+        if isinstance(c, Prod) and c.target == name:
+            values = {1}
+            for f in c.factors:
+                fv = {f} if isinstance(f, int) else _extent_values(csp, f, cap)
+                if fv is None:
+                    return None
+                values = {a * b for a in values for b in fv if a * b <= cap}
+                if len(values) > _MAX_VALUES:
+                    return None
+            return values
+    if not any(isinstance(c, In) and c.var == name for c in csp.constraints):
+        return None
+    return set(csp.candidates(name))

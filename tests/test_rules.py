@@ -233,8 +233,12 @@ def test_sampled_assignments_are_valid_and_bit_exact(spaces: dict[str, Space], n
         assert _register_bytes(space, stage, a) <= reg_limit == 2048 - 256
         assert a[f"{stage}.register.bytes"] == _register_bytes(space, stage, a) + 256
         # C6 UseAllCores
+        # (a stage of at most 2**20 operations may instead run on one core: serial = 1)
         par, possible = _parallel_extent(space, stage, a)
-        assert par >= min(cores, possible)
+        if a.get(f"{stage}.serial") == 1:
+            assert par == 1
+        else:
+            assert par >= min(cores, possible)
         # the program builds (schedule + tvm.compile) and is exact
         sch = space.apply(a)
         tvm.compile(sch.mod, target=tvm.target.Target(target))
@@ -435,3 +439,26 @@ def test_a_relax_kernels_weight_is_padded_with_its_pre_packing() -> None:
     weight = rng.integers(-128, 128, (256, 1000), dtype=np.int8)
     packed = space.prepare_arg(1, weight)
     assert packed.size == 256 * 1008 and np.count_nonzero(packed) == np.count_nonzero(weight)
+
+
+def test_a_small_stage_may_run_on_one_core() -> None:
+    """C6 UseAllCores: a stage of at most 2**20 operations gets the knob ``<stage>.serial``;
+    1 gives a kernel with no parallel launch (one iteration of P, replayed as a plain loop),
+    still exact; a larger stage has no such knob and always spreads over the cores."""
+    target = "dlboost" if host_has_vnni() else "llvm"  # "llvm": vpmaddwd without VNNI
+    space = generate_space(ops.gemv(512, 16), target)
+    assert "y.serial" in space.csp.knobs
+    assert "C.serial" not in generate_space(ops.gemm(128, 128, 128), target).csp.knobs
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, 16, dtype=np.uint8)
+    A = rng.integers(-128, 128, (512, 16), dtype=np.int8)
+    expected = A.astype(np.int64) @ x.astype(np.int64)
+    sampler = RandSAT(space.csp, seed=1)
+    for serial in (1, 0):
+        for a in sampler.sample(3, extra=[Eq("y.serial", serial)]):
+            assert space.csp.violations(a) == []
+            assert (a["y.v_i.S0"] == 1) == bool(serial)
+            kernel = BuiltKernel(space, a, space.target.tvm_target())
+            launches = "TVMBackendParallelLaunch" in kernel.assembly
+            assert launches != bool(serial)
+            np.testing.assert_array_equal(kernel(x, A), expected)

@@ -44,8 +44,12 @@ def test_llvm_spaces_hold_order_and_unroll_knobs(compute, groups: int) -> None:
     space = generate_space(compute(), "llvm")
     csp = space.csp
     assert len(csp.perm_groups) == groups
-    assert len(csp.categorical) == 1
-    (unroll,) = csp.categorical
+    (unroll,) = [k for k in csp.categorical if k.endswith(".unroll")]
+    # any other categorical knob: one core or all, on a stage of at most 2**20 operations
+    for knob in set(csp.categorical) - {unroll}:
+        stage, kind = knob.rsplit(".", 1)
+        assert kind == "serial"
+        assert 2 * math.prod(a.extent for a in space.dag.stage(stage).axes) <= 1 << 20
     for a in RandSAT(csp, seed=3).sample(40):
         assert not csp.violations(a)
         for group in csp.perm_groups:
@@ -64,7 +68,7 @@ def _assignment_with(space, **fixed: int) -> dict[str, int]:
 def test_order_knob_reorders_loops_and_results_stay_correct() -> None:
     space = generate_space(ops.gemm(32, 48, 64, "float32"), "llvm")
     (group,) = space.csp.perm_groups
-    (unroll,) = space.csp.categorical
+    (unroll,) = [k for k in space.csp.categorical if k.endswith(".unroll")]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((32, 64)).astype("float32")
     w = rng.standard_normal((48, 64)).astype("float32")
