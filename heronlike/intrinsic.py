@@ -207,16 +207,23 @@ def match_intrinsic(stage: Stage, intrinsic: Intrinsic) -> IntrinsicMatch | None
         return None
     if intrinsic.m > 1 and not roles["m"]:
         return None
-    # innermost axis of each role: the one indexing the latest buffer dimension of B (for n,
-    # k) or A (for m), which keeps the intrinsic's operand tiles as contiguous as possible
-    n_axis = _innermost(roles["n"], b)
-    k_axis = _innermost(roles["k"], b)
-    m_axis = _innermost(roles["m"], a) if intrinsic.m > 1 else None
+    # per role, an axis whose extent the intrinsic's tile divides (no padding) when one has,
+    # and among those the innermost: the one indexing the latest buffer dimension of B (for n,
+    # k) or A (for m), which keeps the intrinsic's operand tiles as contiguous as possible (a
+    # sub-pixel transposed convolution's weight W[co, kh, kw, ci] has n candidates co, kh, kw:
+    # the innermost, kw of extent 1, would be padded to 16)
+    n_axis = _innermost(roles["n"], b, stage, intrinsic.n)
+    k_axis = _innermost(roles["k"], b, stage, intrinsic.k)
+    m_axis = _innermost(roles["m"], a, stage, intrinsic.m) if intrinsic.m > 1 else None
     return IntrinsicMatch(stage, intrinsic, a, b, m_axis, n_axis, k_axis)
 
 
-def _innermost(candidates: list[str], access: Access) -> str:
-    return max(candidates, key=lambda ax: access.axes.index(ax) if ax in access.axes else -1)
+def _innermost(candidates: list[str], access: Access, stage: Stage, tile: int) -> str:
+    def key(ax: str) -> tuple[bool, int]:
+        divides = stage.axis(ax).extent % tile == 0
+        return divides, access.axes.index(ax) if ax in access.axes else -1
+
+    return max(candidates, key=key)
 
 
 def shape_problems(match: IntrinsicMatch) -> list[str]:

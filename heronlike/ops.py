@@ -314,7 +314,11 @@ def t2d(
     Returns ``[X (N, H, W, CI), Wt (CO, KH, KW, CI), Y (N, HO, WO, CO)]`` with
     ``HO = (H-1)*stride - 2*pad + dilation*(KH-1) + output_padding + 1`` (``WO`` alike);
     FLOP count ``2·N·HO·WO·CO·CI·KH·KW`` (the multiplications by inserted zeros included, as
-    the kernel performs them).
+    the kernel performs them). When every output takes at most one tap (``KH, KW <= stride``,
+    dilation 1: the 1 × 1 and 2 × 2 kernels of stride 2 of up-sampling decoders), the compute is
+    instead the sub-pixel form (:func:`_t2d_subpixel`): one matrix product over the input
+    pixels and a stage that places its results, ``2·N·H·W·KH·KW·CO·CI`` operations, without the
+    multiplications by inserted zeros.
 
     Raises:
         InvalidComputeError: also when ``output_padding >= max(stride, dilation)`` (PyTorch's
@@ -336,6 +340,8 @@ def t2d(
     HO, WO = sizes
     X = te.placeholder((N, H, W, CI), a, name="X")
     Wt = te.placeholder((CO, KH, KW, CI), b, name="W")
+    if stride > 1 and dilation == 1 and KH <= stride and KW <= stride:
+        return [X, Wt, _t2d_subpixel(X, Wt, (HO, WO), stride, pad, c)]
     lead = (dilation * (KH - 1) - pad, dilation * (KW - 1) - pad)  # zeros before row/col 0
 
     def dilate(n: Any, i: Any, j: Any, ci_: Any) -> Any:
@@ -364,6 +370,40 @@ def t2d(
         name="Y",
     )
     return [X, Wt, Y]
+
+
+def _t2d_subpixel(
+    X: te.Tensor, Wt: te.Tensor, out_hw: tuple[int, int], stride: int, pad: int, acc: str
+) -> te.Tensor:
+    """:func:`t2d` when each output element takes at most one kernel tap (``KH, KW <= stride``,
+    dilation 1; a 1 × 1 or 2 × 2 kernel of stride 2): output row ``oh`` reads input row
+    ``(oh + pad) // stride`` through tap ``(oh + pad) % stride`` (none when that is ``>= KH``).
+    So the products are one matrix product over the input pixels, ``P[n, h, w, kh, kw, co] =
+    sum_ci X[n, h, w, ci] * Wt[co, kh, kw, ci]``, and ``Y`` places each product (a data-movement
+    stage, zero where no tap lands): the inserted zeros are never multiplied (the sub-pixel
+    decomposition of a strided transposed convolution; oneDNN's ConvTranspose does the same).
+    """
+    N, H, W, CI = (int(d) for d in X.shape)
+    CO, KH, KW = (int(d) for d in Wt.shape[:3])
+    ci = te.reduce_axis((0, CI), name="ci")
+    P = te.compute(
+        (N, H, W, KH, KW, CO),
+        lambda n, h, w, kh, kw, co: te.sum(
+            X[n, h, w, ci].astype(acc) * Wt[co, kh, kw, ci].astype(acc), axis=ci
+        ),
+        name="P",
+    )
+
+    def place(n: Any, oh: Any, ow: Any, co: Any) -> Any:
+        conds, src = [], []
+        for o, k, size in ((oh, KH, H), (ow, KW, W)):
+            i, tap = tirx.floordiv(o + pad, stride), tirx.floormod(o + pad, stride)
+            conds += [tap < k, i < size]
+            src += [tirx.min(i, size - 1), tirx.min(tap, k - 1)]  # in bounds when unused
+        value = P[n, src[0], src[2], src[1], src[3], co]
+        return tirx.if_then_else(tirx.all(*conds), value, tirx.const(0, acc))
+
+    return te.compute((N, *out_hw, CO), place, name="Y")
 
 
 def group_c2d(

@@ -24,6 +24,7 @@ vector level ``V`` on its output's contiguous axis, parallelised and unrolled by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,10 @@ def _epilogue(ctx: RuleContext, stage: str) -> tuple[str, set[str]] | None:
     (anchor,) = anchors
     a = ctx.states[anchor]
     if a.stage.is_output or not a.stage.has_data_reuse or a.write_back is not None:
+        return None
+    if math.prod(ctx.states[stage].stage.write.shape) > math.prod(a.stage.write.shape):
+        # more outputs than the reduction has (a scatter with zeros between, as in the
+        # sub-pixel transposed convolution): some would be computed at no reduction tile
         return None
     allowed = chain | {stage}
     for s in chain | {anchor}:

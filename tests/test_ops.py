@@ -111,6 +111,28 @@ def test_t2d_stride2_dilation2(tmp_path):
     _tune_and_check(compute, lambda x, w: t2d_ref(x, w, stride, pad, dilation, outpad), tmp_path)
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 6, 5, 16, 32, 1, 1, 2, 0, 1, 0),  # T4/T6's form: 1 x 1, stride 2
+        (1, 5, 6, 16, 32, 2, 2, 2, 0, 1, 1),  # 2 x 2 stride 2, output padding
+        (2, 4, 5, 16, 16, 2, 3, 3, 1, 1, 2),  # taps < stride, padding
+    ],
+)
+def test_t2d_subpixel_form_skips_the_inserted_zeros(shape, tmp_path):
+    """KH, KW <= stride: one product per input pixel and tap (no multiplication by an
+    inserted zero), exact against the scatter definition."""
+    from heronlike.dag import ComputeDAG
+
+    N, H, W, CI, CO, KH, KW, stride, pad, dilation, outpad = shape
+    compute = ops.t2d(*shape)
+    dag = ComputeDAG.from_compute(compute)
+    assert dag.flop() == 2 * N * H * W * KH * KW * CO * CI
+    # VNNI's 16 lanes run over the output channels, not over a tap axis padded to 16
+    assert generate_space(compute, "dlboost").matches["P"].n_axis == "v_co"
+    _tune_and_check(compute, lambda x, w: t2d_ref(x, w, stride, pad, dilation, outpad), tmp_path)
+
+
 def test_t2d_matches_torch_definition():
     """The scatter reference agrees with PyTorch's ConvTranspose2d when torch is installed."""
     torch = pytest.importorskip("torch")
