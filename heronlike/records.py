@@ -98,7 +98,9 @@ CREATE TABLE IF NOT EXISTS runs (
     started_at        REAL NOT NULL,
     finished_at       REAL,
     wall_s            REAL,
-    best_latency_s    REAL
+    best_latency_s    REAL,
+    picked_trial      INTEGER,
+    picked_latency_s  REAL
 );
 CREATE TABLE IF NOT EXISTS trials (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -362,11 +364,17 @@ class Records:
     @staticmethod
     def _add_missing_columns(conn: sqlite3.Connection) -> None:
         """Bring a file written before a nullable column existed up to date (an additive
-        change, so the schema version stays): ``trials.info_json``."""
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(trials)").fetchall()}
-        if "info_json" not in columns:
-            with conn:
-                conn.execute("ALTER TABLE trials ADD COLUMN info_json TEXT")
+        change, so the schema version stays): ``trials.info_json``, ``runs.picked_trial`` and
+        ``runs.picked_latency_s``."""
+        for table, column, kind in (
+            ("trials", "info_json", "TEXT"),
+            ("runs", "picked_trial", "INTEGER"),
+            ("runs", "picked_latency_s", "REAL"),
+        ):
+            columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+            if column not in columns:
+                with conn:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     @staticmethod
     def _table_names(conn: sqlite3.Connection) -> set[str]:
@@ -488,17 +496,35 @@ class Records:
         return int(cur.lastrowid)
 
     @_guarded
-    def finish_run(self, run_id: int, *, best_latency_s: float | None, wall_s: float) -> None:
+    def finish_run(
+        self,
+        run_id: int,
+        *,
+        best_latency_s: float | None,
+        wall_s: float,
+        picked_trial: int | None = None,
+        picked_latency_s: float | None = None,
+    ) -> None:
         """Close the header row of run ``run_id`` with its best latency (seconds, or ``None``
-        when no trial succeeded) and its wall time in seconds.
+        when no trial succeeded), its wall time in seconds and, when the run re-measured its
+        finalists, the trial index of the one it picked and its re-measured latency (seconds;
+        :meth:`picked` returns it).
 
         Raises:
             KeyError: no run has that id.
         """
         with self._db:
             cur = self._db.execute(
-                "UPDATE runs SET finished_at = ?, wall_s = ?, best_latency_s = ? WHERE run_id = ?",
-                (time.time(), float(wall_s), best_latency_s, int(run_id)),
+                "UPDATE runs SET finished_at = ?, wall_s = ?, best_latency_s = ?, "
+                "picked_trial = ?, picked_latency_s = ? WHERE run_id = ?",
+                (
+                    time.time(),
+                    float(wall_s),
+                    best_latency_s,
+                    picked_trial,
+                    picked_latency_s,
+                    int(run_id),
+                ),
             )
         if cur.rowcount == 0:
             raise KeyError(f"no run with id {run_id} in {self.path}")
@@ -641,6 +667,49 @@ class Records:
         """
         top = self.top(workload_key, target_key, 1, where)
         return top[0] if top else None
+
+    @_guarded
+    def picked(
+        self,
+        workload_key: str,
+        target_key: str,
+        where: Callable[[TrialRecord], bool] | None = None,
+    ) -> TrialRecord | None:
+        """The trial the latest finished run of (workload, target) picked by re-measuring its
+        finalists (:func:`heronlike.tune`'s kernel), if it is ok and ``where`` (if given) is
+        true of it; else the picks of earlier runs, latest first; ``None`` when no run picked
+        one (records written before picks were recorded, or simulated tunes)."""
+        runs = self._db.execute(
+            "SELECT picked_trial FROM runs WHERE workload_key = ? AND target_key = ? "
+            "AND picked_trial IS NOT NULL ORDER BY finished_at DESC, run_id DESC",
+            (workload_key, target_key),
+        ).fetchall()
+        for (index,) in runs:
+            row = self._db.execute(
+                f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
+                "AND trial_index = ?",
+                (workload_key, target_key, int(index)),
+            ).fetchone()
+            if row is None:
+                continue
+            rec = _row_to_record(row)
+            if rec.ok and (where is None or where(rec)):
+                return rec
+        return None
+
+    @_guarded
+    def chosen(
+        self,
+        workload_key: str,
+        target_key: str,
+        where: Callable[[TrialRecord], bool] | None = None,
+    ) -> TrialRecord | None:
+        """The kernel to rebuild for (workload, target): :meth:`picked` when a run picked one
+        (re-measured side by side with the other finalists), else :meth:`best` (the fastest
+        tuning-time latency); ``None`` when there is no ok trial for which ``where`` holds."""
+        return self.picked(workload_key, target_key, where) or self.best(
+            workload_key, target_key, where
+        )
 
     @_guarded
     def top(

@@ -607,8 +607,13 @@ class TuningSession:
         finally:
             self.measurer.close()
         times["total"] = time.perf_counter() - self.t_start
+        picked = result.pop("picked", None)  # (trial index, re-measured latency) or None
         self.db.finish_run(
-            self.run_id, best_latency_s=result["tuning_latency_s"], wall_s=times["total"]
+            self.run_id,
+            best_latency_s=result["tuning_latency_s"],
+            wall_s=times["total"],
+            picked_trial=picked[0] if picked else None,
+            picked_latency_s=picked[1] if picked else None,
         )
         out = TuneResult(
             **result,
@@ -856,6 +861,8 @@ def _finish(
         trace=kernel.trace if kernel is not None else str(sch.trace),
         script=kernel.script if kernel is not None else sch.mod.script(),
         finalists=finalists,
+        # recorded with the run, so that apply_best and libraries rebuild this kernel
+        picked=(best.trial_index, latency) if final.latency_s is not None else None,
     )
 
 

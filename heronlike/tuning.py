@@ -167,11 +167,11 @@ def apply_best(
 ) -> BuiltKernel:
     """Rebuild the best recorded kernel of ``compute`` on ``target`` without tuning.
 
-    The best ok trial whose assignment fits today's space (:meth:`Space.misfits`: same
-    variables, every range and constraint holds) is rebuilt; a trial of an older space that no
-    longer fits is passed over. "Best" is the fastest recorded tuning-time latency: the
-    re-measure of :func:`tune`'s finalists is not recorded, so this can be another of its
-    finalists than the kernel ``tune`` returned.
+    The kernel :func:`tune` returned, i.e. the finalist the latest tune picked by re-measuring
+    (:meth:`Records.chosen`; the fastest recorded tuning-time latency for records without a
+    pick), is rebuilt if its assignment fits today's space (:meth:`Space.misfits`: same
+    variables, every range and constraint holds); a trial of an older space that no longer
+    fits is passed over for the fastest one that fits.
 
     Raises:
         RecordsMismatchError: if ``records`` does not exist, is corrupted or is not a heronlike
@@ -189,7 +189,7 @@ def apply_best(
     db = records if isinstance(records, Records) else Records(records)
     try:
         db.adopt(space.workload_key, space.legacy_workload_key)
-        best = db.best(
+        best = db.chosen(
             space.workload_key, space.target.key, where=lambda r: not space.misfits(r.assignment)
         )
         if best is None:

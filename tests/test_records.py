@@ -303,3 +303,41 @@ def test_info_roundtrip_and_older_file_gains_the_column(tmp_path: Path) -> None:
         assert [t.info for t in db.trials(WK, TK)] == [{}, {}]
         db.add(rec(2, 3e-3, info={"cycles": 9}))
         assert db.trials(WK, TK)[-1].info == {"cycles": 9}
+
+
+def test_the_picked_finalist_is_chosen_over_the_fastest_tuning_time(tmp_path: Path) -> None:
+    """A tune's re-measured pick is recorded with its run; chosen() returns it, the latest
+    run's pick first, and falls back to the fastest trial where no run picked one (an older
+    file gains the columns)."""
+    path = tmp_path / "r.db"
+    versions = {"heronlike": "x"}
+    with Records(path) as db:
+        run = db.start_run(
+            workload_key=WK, target_key=TK, seed=1, explorer="cga", trials_requested=3,
+            versions=versions,
+        )  # fmt: skip
+        for i, lat in enumerate([3e-3, 1e-3, 2e-3]):
+            db.add(rec(i, lat), run)
+        assert db.picked(WK, TK) is None
+        assert db.chosen(WK, TK).trial_index == 1  # no pick: the fastest tuning-time latency
+        # the finish re-measured trials 1 and 2 side by side and picked 2
+        db.finish_run(run, best_latency_s=1e-3, wall_s=1.0, picked_trial=2, picked_latency_s=9e-4)
+        assert db.picked(WK, TK).trial_index == 2
+        assert db.chosen(WK, TK).trial_index == 2
+        assert db.chosen(WK, TK, where=lambda r: r.trial_index != 2).trial_index == 1
+        assert db.run_info(run)["picked_latency_s"] == 9e-4
+        later = db.start_run(
+            workload_key=WK, target_key=TK, seed=2, explorer="cga", trials_requested=1,
+            versions=versions,
+        )  # fmt: skip
+        db.add(rec(3, 5e-4), later)
+        db.finish_run(later, best_latency_s=5e-4, wall_s=1.0, picked_trial=3, picked_latency_s=6e-4)
+        assert db.chosen(WK, TK).trial_index == 3  # the latest run's pick
+        assert db.chosen(WK, TK, where=lambda r: r.trial_index != 3).trial_index == 2
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runs DROP COLUMN picked_trial")
+    conn.execute("ALTER TABLE runs DROP COLUMN picked_latency_s")
+    conn.commit()
+    conn.close()
+    with Records(path) as db:  # a file from before picks were recorded
+        assert db.picked(WK, TK) is None and db.chosen(WK, TK).trial_index == 3

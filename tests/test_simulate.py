@@ -102,7 +102,9 @@ def test_time_budget_is_enforced_by_the_loop_in_simulated_seconds(recorded) -> N
     )
     assert result.trials_run >= 4
     assert result.time_s["elapsed"] >= budget  # it ran until the budget was spent ...
-    assert result.curve[-2][1] < budget  # ... and started no batch after that
+    # ... and started no batch after that (a batch may be the first: a replayed trial of the
+    # tune's first builds can take most of the budget)
+    assert all(elapsed < budget for _, elapsed, _ in result.curve[:-1])
 
 
 @needs_vnni

@@ -106,10 +106,12 @@ def _warn_other_versions(db: Records, spaces: Sequence[Any], versions: Mapping[s
 
 
 def best_usable_trial(db: Records, space: Any, versions: Mapping[str, str]) -> TrialRecord | None:
-    """The best ok trial of ``space``'s workload and target in ``db`` that was recorded by
-    ``versions`` (:func:`heronlike.records.current_versions`) and fits today's space
-    (:meth:`~heronlike.space.Space.misfits`); None when there is none. Records of the legacy
-    text key are adopted first (:meth:`~heronlike.records.Records.adopt`)."""
+    """The kernel to build for ``space``'s workload and target from ``db``: among the ok
+    trials recorded by ``versions`` (:func:`heronlike.records.current_versions`) that fit
+    today's space (:meth:`~heronlike.space.Space.misfits`), the one the latest tune picked by
+    re-measuring its finalists, else the fastest (:meth:`~heronlike.records.Records.chosen`);
+    None when there is none. Records of the legacy text key are adopted first
+    (:meth:`~heronlike.records.Records.adopt`)."""
     wk, tk = space.workload_key, space.target.key
     db.adopt(wk, space.legacy_workload_key)
     by_index = db.versions_of(wk, tk)
@@ -119,7 +121,7 @@ def best_usable_trial(db: Records, space: Any, versions: Mapping[str, str]) -> T
         same = v is None or all(v.get(k) == versions.get(k) for k in VERSION_KEYS)
         return same and not space.misfits(r.assignment)
 
-    return db.best(wk, tk, where=usable)
+    return db.chosen(wk, tk, where=usable)
 
 
 def _symbol(op: str, index: int, params: Mapping[str, int], dtype: str) -> str:
