@@ -462,3 +462,17 @@ def test_a_small_stage_may_run_on_one_core() -> None:
             launches = "TVMBackendParallelLaunch" in kernel.assembly
             assert launches != bool(serial)
             np.testing.assert_array_equal(kernel(x, A), expected)
+
+
+def test_parallel_extents_are_balanced_over_the_cores() -> None:
+    """C6 UseAllCores: TVM gives each core ceil(P / cores) of the P parallel iterations, so
+    only extents that keep >= 90% of the cores' time busy are sampled (G5's N = 1008 has 63
+    column tiles: an odd P such as 3 or 7 would idle a core for a round)."""
+    from heronlike.rules.parallel import balance
+
+    target = "dlboost" if host_has_vnni() else "llvm"
+    space = generate_space(ops.gemm(32, 1008, 4096), target)
+    cores = space.target.cores
+    extents = {a["C.P"] for a in RandSAT(space.csp, seed=2).sample(40)}
+    assert all(balance(p, cores) >= 0.9 and p >= cores for p in extents), sorted(extents)
+    assert balance(3, 2) == 0.75 and balance(9, 2) == 0.9 and balance(6, 4) == 0.75
