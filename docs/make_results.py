@@ -813,6 +813,13 @@ TABLES: dict[str, Table] = {
             FAIR_VNNI_CMD,
             summary=FAIR_GEOMEANS,
         ),
+        Table(  # the rows lost at 16 trials, re-run at 64 trials per tuner
+            "suite-fair-vnni-64",
+            ("suite_fair64-vnni-*.csv",),
+            FAIR_COLUMNS,
+            "python benchmarks/suite.py --cases G5,G4,C1D1,C2D5,T5,D4 --trials 64",
+            summary=FAIR_GEOMEANS,
+        ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",
             ("suite_fair-general-*.csv",),
