@@ -106,7 +106,7 @@ class UseAllCores(ConstraintRule):
     core (the parallel loop has exactly one iteration, and a one-iteration ``parallel`` loop is
     replayed as a plain one, :meth:`heronlike.template.Template.apply`), 0 on all cores as above
     (SELECTs on the loop's lower and upper bounds). Launching a parallel region costs about half
-    a microsecond on TVM's thread pool (measured on a 512 × 16 GEMV: 0.69 µs on 2 cores, 0.19 µs
+    a microsecond on TVM's thread pool (measured on a 512 × 16 GEMV: 0.69 µs on 2 cores, 0.16 µs
     on one), more than a few thousand operations take on one core; MetaSchedule drops the
     ``parallel`` of such stages the same way (its parallel loop of extent 1).
 
