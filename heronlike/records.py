@@ -679,19 +679,15 @@ class Records:
         finalists (:func:`heronlike.tune`'s kernel), if it is ok and ``where`` (if given) is
         true of it; else the picks of earlier runs, latest first; ``None`` when no run picked
         one (records written before picks were recorded, or simulated tunes)."""
-        runs = self._db.execute(
-            "SELECT picked_trial FROM runs WHERE workload_key = ? AND target_key = ? "
-            "AND picked_trial IS NOT NULL ORDER BY finished_at DESC, run_id DESC",
+        columns = ", ".join(f"t.{c.strip()}" for c in _TRIAL_COLUMNS.split(","))
+        rows = self._db.execute(
+            f"SELECT {columns} FROM runs r JOIN trials t ON t.workload_key = r.workload_key "
+            "AND t.target_key = r.target_key AND t.trial_index = r.picked_trial "
+            "WHERE r.workload_key = ? AND r.target_key = ? "
+            "ORDER BY r.finished_at DESC, r.run_id DESC",
             (workload_key, target_key),
-        ).fetchall()
-        for (index,) in runs:
-            row = self._db.execute(
-                f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE workload_key = ? AND target_key = ? "
-                "AND trial_index = ?",
-                (workload_key, target_key, int(index)),
-            ).fetchone()
-            if row is None:
-                continue
+        )
+        for row in rows:
             rec = _row_to_record(row)
             if rec.ok and (where is None or where(rec)):
                 return rec
