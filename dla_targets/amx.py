@@ -424,6 +424,11 @@ class AMXTarget(DLBoostTarget):
     def general(self) -> bool:
         return False
 
+    def prior(self) -> None:
+        """None: DL Boost's prior was fitted on its own tiling (registers, not tile registers),
+        and no AMX tunes exist to fit one on; the first round is random."""
+        return None
+
     def general_hint(self) -> str:
         return (
             "; amx runs only u8 x s8 -> s32 and bf16 x bf16 -> fp32 reductions over rows of A "

@@ -303,6 +303,58 @@ def both(*summaries):
     return lambda rows: [r for s in summaries for r in s(rows)]
 
 
+def _gm(values: Iterable[float]) -> float:
+    vals = list(values)
+    return math.exp(statistics.fmean(math.log(v) for v in vals))
+
+
+def prior_by_case(raw: list[Row]) -> list[Row]:
+    """prior_effect-*.csv: one row per case over its seeds (geomeans of the on/off ratios, the
+    medians of the final kernels, how many tunes were at 95 % of their best after 8 trials)."""
+    out = []
+    for case in dict.fromkeys(r["case"] for r in raw):
+        rs = [r for r in raw if r["case"] == case]
+        out.append(
+            {k: rs[0][k] for k in ("_file", "case", "shape_run", "cpu_model", "cpu_signature")}
+            | {
+                "date": rs[0]["date"],
+                "seeds": len(rs),
+                "on_final_ms": _median(rs, "on_final_ms"),
+                "off_final_ms": _median(rs, "off_final_ms"),
+                "speedup": _gm(r["speedup"] for r in rs),
+                "first_round_speedup": _gm(r["first_round_speedup"] for r in rs),
+                "on_at_8": sum(r["on_trials_to_95"] <= 8 for r in rs),
+                "off_at_8": sum(r["off_trials_to_95"] <= 8 for r in rs),
+                "better": sum(r["speedup"] > 1 for r in rs),
+            }
+        )
+    every = {"final": [r["speedup"] for r in raw], "first": [r["first_round_speedup"] for r in raw]}
+    out.append(
+        {
+            "_summary": True,
+            "case": f"geomean over {len(raw)} tunes per arm",
+            "speedup": _gm(every["final"]),
+            "first_round_speedup": _gm(every["first"]),
+            "on_at_8": sum(r["on_trials_to_95"] <= 8 for r in raw),
+            "off_at_8": sum(r["off_trials_to_95"] <= 8 for r in raw),
+            "better": sum(s > 1 for s in every["final"]),
+            "seeds": len(raw),
+        }
+    )
+    return out
+
+
+PRIOR_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("final ms, prior on / off (median)", "{on_final_ms:.4f} / {off_final_ms:.4f}"),
+    Col("final kernel, on vs off", "{speedup:.3f}"),
+    Col("first round, on vs off", "{first_round_speedup:.3f}"),
+    Col("tunes faster with the prior", "{better} of {seeds}"),
+    Col("at 95 % of its best after 8 trials, on / off", "{on_at_8} / {off_at_8} of {seeds}"),
+)
+
+
 SPACES = {  # file-name fragments of the search-efficiency CSVs -> the space's name
     "gemm1024x1024x1024": "GEMM 1024³",
     "bmm12x512x512x64": "BMM 12×512×512×64",
@@ -819,6 +871,13 @@ TABLES: dict[str, Table] = {
             FAIR_COLUMNS,
             "python benchmarks/suite.py --cases G5,G4,C1D1,C2D5,T5,D4 --trials 64",
             summary=FAIR_GEOMEANS,
+        ),
+        Table(
+            "prior-effect",
+            ("prior_effect-*.csv",),
+            PRIOR_COLUMNS,
+            "python benchmarks/prior_effect.py --seeds 3",
+            rows=prior_by_case,
         ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",

@@ -111,6 +111,12 @@ def main() -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--batch-size", default=16, show_default=True)
 @click.option(
+    "--prior/--no-prior",
+    default=True,
+    show_default=True,
+    help="rank the first, untrained round by the target's schedule prior (else random, as Heron)",
+)
+@click.option(
     "--finalists",
     default=4,
     show_default=True,
@@ -158,6 +164,7 @@ def tune(
     explorer: str,
     seed: int,
     batch_size: int,
+    prior: bool,
     finalists: int,
     records: Path | None,
     baselines: bool,
@@ -218,6 +225,7 @@ def tune(
             seed=seed,
             records=records,
             batch_size=batch_size,
+            prior=prior,
             finalists=finalists,
             progress=report,
             simulate=simulate,

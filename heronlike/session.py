@@ -313,6 +313,7 @@ class TuningSession:
         records: str | Path | Records | None = None,
         batch_size: int = 16,
         explorer_options: Mapping[str, Any] | None = None,
+        prior: bool = True,
         cost_model: CostModel | None = None,
         work_dir: str | Path | None = None,
         evaluator: EvaluatorConfig | None = None,
@@ -361,7 +362,12 @@ class TuningSession:
             measure_with = _runner(tgt, runner, ev)
         try:
             self.sampler, self.explorer = search_for(
-                space, explorer, seed, cost_model=cost_model, options=explorer_options
+                space,
+                explorer,
+                seed,
+                cost_model=cost_model,
+                options=explorer_options,
+                prior=prior,
             )
         except TypeError as exc:  # an unknown option, or not an explorer at all
             raise InvalidArgumentError(f"explorer / explorer_options: {exc}") from None
@@ -403,6 +409,7 @@ class TuningSession:
                 "repeat": ev.repeat,
                 "time_budget_s": time_budget_s,
                 "simulate": str(getattr(simulate, "path", simulate)) if simulate else None,
+                "prior": getattr(self.explorer.prior, "source", None) or None,
             },
         )
         self.data: _Data | None = None

@@ -43,6 +43,7 @@ from .intrinsic import Intrinsic, IntrinsicMatch, match_intrinsic, shape_problem
 if TYPE_CHECKING:  # pragma: no cover
     from .dag import ComputeDAG
     from .measure import Builder, Runner
+    from .prior import LinearPrior
     from .rules.base import ConstraintRule, Rule
 
 ENTRY_POINT_GROUP = "heronlike.targets"
@@ -166,6 +167,12 @@ class DLATarget(ABC):
         compute as it is (the default). A parameter may change shape only by a row-major
         reshape (same elements in the same order), so the user's arrays are passed as views;
         see :attr:`heronlike.space.Space.logical`."""
+        return None
+
+    def prior(self) -> LinearPrior | None:
+        """The schedule prior explorers rank their first, untrained round by
+        (:mod:`heronlike.prior`, fitted on recorded tunes by ``benchmarks/prior_fit.py``), or
+        None (the default): that round is RandSAT samples at random, as in Heron."""
         return None
 
     # -- compute checks --------------------------------------------------------------------------

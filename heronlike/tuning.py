@@ -52,6 +52,7 @@ def tune(
     records: str | Path | Records | None = None,
     batch_size: int = 16,
     explorer_options: Mapping[str, Any] | None = None,
+    prior: bool = True,
     cost_model: CostModel | None = None,
     work_dir: str | Path | None = None,
     number: int = 3,
@@ -86,6 +87,10 @@ def tune(
             model, measurement noise can change later batches.
         records: SQLite file (default ``heronlike_runs/records.sqlite``) or open Records.
         batch_size: candidates proposed, built and measured per round.
+        prior: whether the explorer ranks its first, untrained round by the target's schedule
+            prior (:meth:`heronlike.target.DLATarget.prior`, :mod:`heronlike.prior`; DL Boost has
+            one). False, or a target without one: that round is random RandSAT samples, as in
+            Heron. Explorers ``cga``, ``cga1``, ``ga``, ``sa`` and ``random`` use it.
         number, repeat, min_repeat_ms: ``time_evaluator`` settings for each trial; the latency
             is the median of ``repeat`` means of ``number`` calls.
         final_repeat: repeats for re-measuring each finalist at the end.
@@ -137,6 +142,7 @@ def tune(
         records=records,
         batch_size=batch_size,
         explorer_options=explorer_options,
+        prior=prior,
         cost_model=cost_model,
         work_dir=work_dir,
         evaluator=EvaluatorConfig(

@@ -45,6 +45,7 @@ from heronlike.explore.base import Explorer, Observation
 from heronlike.features import Featurizer
 
 if TYPE_CHECKING:
+    from heronlike.prior import LinearPrior
     from heronlike.sampler import RandSAT
 
 __all__ = ["EXPLORERS", "Explorer", "Observation", "explorer_class", "make_explorer", "search_for"]
@@ -83,12 +84,14 @@ def make_explorer(
     rng: np.random.Generator,
     *,
     featurizer: Featurizer | None = None,
+    prior: LinearPrior | None = None,
     **options: Any,
 ) -> Explorer:
     """Normalise an explorer given by name, class or instance into an instance.
 
     A name is looked up in :data:`EXPLORERS`; a class is built with ``(csp, sampler, cost_model,
-    rng, featurizer=featurizer, **options)``; an :class:`Explorer` instance is returned as it is.
+    rng, featurizer=featurizer, prior=prior, **options)``; an :class:`Explorer` instance is
+    returned as it is.
 
     Raises:
         UnknownExplorerError: if a name is not registered.
@@ -110,7 +113,7 @@ def make_explorer(
         raise TypeError(
             f"explorer must be a name, an Explorer subclass or an Explorer, not {name_or_obj!r}"
         )
-    return cls(csp, sampler, cost_model, rng, featurizer=featurizer, **options)
+    return cls(csp, sampler, cost_model, rng, featurizer=featurizer, prior=prior, **options)
 
 
 def search_for(
@@ -120,12 +123,15 @@ def search_for(
     *,
     cost_model: CostModel | None = None,
     options: Mapping[str, Any] | None = None,
+    prior: bool = True,
 ) -> tuple[RandSAT, Explorer]:
     """The sampler and explorer a tune of ``space`` (a :class:`heronlike.space.Space`) with
     ``seed`` uses: RandSAT seeded from ``numpy.random.default_rng(seed)``, the explorer given
     that generator, ``cost_model`` (default: XGBoost seeded with ``seed``) and the schedule
-    features of ``space``. Every caller that must reproduce a tune (the session, offline
-    bundles, benchmarks) builds them here, so one seed means one search.
+    features of ``space`` and, with ``prior``, the target's schedule prior
+    (:meth:`heronlike.target.DLATarget.prior`) for the untrained first round. Every caller that
+    must reproduce a tune (the session, offline bundles, benchmarks) builds them here, so one
+    seed means one search.
 
     Raises:
         UnknownExplorerError, TypeError: as :func:`make_explorer`.
@@ -144,6 +150,7 @@ def search_for(
         model,
         rng,
         featurizer=ScheduleFeatures(space),
+        prior=space.target.prior() if prior else None,
         **dict(options or {}),
     )
     return sampler, found

@@ -10,6 +10,7 @@ proposes assignments (:meth:`Explorer.propose`) and learns from their results
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from heronlike.csp import CSP
 from heronlike.features import CSPFeatures, Featurizer
 
 if TYPE_CHECKING:
+    from heronlike.prior import LinearPrior
     from heronlike.sampler import RandSAT
 
 __all__ = ["Explorer", "NoOptions", "Observation"]
@@ -85,6 +87,8 @@ class Explorer(ABC):
             :class:`~heronlike.features.CSPFeatures` (Heron's: every CSP variable). The tune loop
             passes :class:`~heronlike.features.ScheduleFeatures`, which adds loop, footprint and
             parallelism features derived without compiling.
+        prior: ranks the first, untrained round (:meth:`initial`; the target's
+            :meth:`~heronlike.target.DLATarget.prior`); None: that round is random (Heron).
         **options: fields of ``Options``.
 
     Raises:
@@ -95,6 +99,11 @@ class Explorer(ABC):
     Options: ClassVar[type] = NoOptions
     #: names of the integer counters :meth:`stats` reports (e.g. invalid children of a GA)
     counters: ClassVar[tuple[str, ...]] = ()
+    #: :meth:`initial` with a prior: RandSAT samples drawn per assignment proposed
+    prior_pool_factor: ClassVar[int] = 8
+    #: :meth:`initial` with a prior: share of the assignments taken best-first by the prior (the
+    #: rest are drawn at random from the pool, so the first fit still sees a spread)
+    prior_share: ClassVar[float] = 0.75
 
     def __init__(
         self,
@@ -104,6 +113,7 @@ class Explorer(ABC):
         rng: np.random.Generator,
         *,
         featurizer: Featurizer | None = None,
+        prior: LinearPrior | None = None,
         **options: Any,
     ) -> None:
         known = {f.name for f in dataclasses.fields(self.Options)}
@@ -118,6 +128,7 @@ class Explorer(ABC):
         self.cost_model = cost_model
         self.rng = rng
         self.featurizer: Featurizer = featurizer if featurizer is not None else CSPFeatures(csp)
+        self.prior = prior
         self.options = self.Options(**options)
         self.observations: list[Observation] = []
 
@@ -129,6 +140,28 @@ class Explorer(ABC):
         ``sampler.key`` in ``exclude`` (the keys already measured). Fewer than ``n`` come back
         only when the sampler cannot find more.
         """
+
+    def initial(self, n: int, *, exclude: Collection[tuple[int, ...]]) -> list[dict[str, int]]:
+        """``n`` new assignments to measure while the cost model is untrained.
+
+        Without a prior: ``n`` RandSAT samples (Heron's first round). With one: a pool of
+        ``prior_pool_factor * n`` RandSAT samples, of which the ``ceil(prior_share * n)`` best by
+        the prior's score come first, then the rest of the batch uniformly at random without
+        replacement from the remaining pool (``rng``).
+        """
+        if n <= 0:
+            return []
+        if self.prior is None:
+            return self.sampler.sample(n, exclude=exclude)
+        pool = self.sampler.sample(n * self.prior_pool_factor, exclude=exclude)
+        if len(pool) <= n:
+            return pool
+        scores = self.prior.score(self.featurizer.names, self.features(pool))
+        order = np.argsort(-scores, kind="stable")
+        n_best = min(n, math.ceil(self.prior_share * n))
+        rest = np.sort(order[n_best:])
+        randoms = self.rng.choice(rest, size=n - n_best, replace=False) if n > n_best else []
+        return [pool[int(i)] for i in order[:n_best]] + [pool[int(i)] for i in randoms]
 
     def observe(self, observations: Sequence[Observation]) -> None:
         """Remember ``observations`` and refit the cost model on every valid one seen so far."""

@@ -58,7 +58,9 @@ solved by CP-SAT directly (hinted with a split-consistent draw), and the constru
 become ε-greedy RandSAT).
 
 **Untrained model**: Heron skips the generations while the model is untrained (round 0 is pure
-RandSAT); so does this explorer unless ``optimize_untrained=True``.
+RandSAT); so does this explorer unless ``optimize_untrained=True``, and its round 0 is
+:meth:`~heronlike.explore.base.Explorer.initial`: RandSAT samples ranked by the target's prior
+where it has one (:mod:`heronlike.prior`), else Heron's random ones.
 
 **Heron's values** (heron_repo.md §4.4; ASPLOS-era values in brackets): population 200,
 5 generations, 100 [32] parents, key ratio 0.2 [0.14] of all CSP variables, 20 elites, top-32
@@ -410,7 +412,7 @@ class CGAExplorer(Explorer):
     def _round(self, n: int, excluded: set[tuple[int, ...]]) -> list[Assignment]:
         """One Heron round: ``n`` programs selected from the population it evolves."""
         if not self.cost_model.trained and not self.options.optimize_untrained:
-            return self.sampler.sample(n, exclude=excluded)
+            return self.initial(n, exclude=excluded)
         opt = self.options
         key = self.sampler.key
         pool = ScoredPool(lambda batch: self.cost_model.predict(self.features(batch)), key)

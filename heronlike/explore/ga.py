@@ -43,7 +43,8 @@ the mutation's swap explores orders.)
 The mutations of each kind are counted (``mutations_factor``, ``mutations_perm``,
 ``mutations_discrete``, ``mutations_choice``).
 
-While the cost model is untrained, ``propose`` returns RandSAT samples. Defaults are scaled
+While the cost model is untrained, ``propose`` returns RandSAT samples (ranked by the target's
+prior where it has one: :meth:`~heronlike.explore.base.Explorer.initial`). Defaults are scaled
 down from Heron's (200 / 5 generations) like those of the CGA, for the same reason: a round takes
 well under a second on one core.
 
@@ -189,7 +190,7 @@ class GAExplorer(Explorer):
             return []
         excluded = set(exclude)
         if not self.cost_model.trained:
-            return self.sampler.sample(n, exclude=excluded)
+            return self.initial(n, exclude=excluded)
         opt = self.options
         key = self.sampler.key
         pool = ScoredPool(lambda batch: self.cost_model.predict(self.features(batch)), key)

@@ -46,8 +46,9 @@ class RandomOptions:
 class RandomExplorer(Explorer):
     """Random valid programs, picked ε-greedily once the cost model is trained.
 
-    ``propose(n)``: while the cost model is untrained, ``n`` RandSAT samples (pure random, like
-    Heron's round 0). Once trained: a pool of ``pool_factor * n`` RandSAT samples; the
+    ``propose(n)``: while the cost model is untrained, ``n`` RandSAT samples (Heron's round 0;
+    ranked by the target's prior where it has one, :meth:`~heronlike.explore.base.Explorer.
+    initial`). Once trained: a pool of ``pool_factor * n`` RandSAT samples; the
     ``ceil(epsilon * n)`` best by predicted score, then the rest of the batch uniformly at random
     without replacement (using ``rng``) from the remaining pool. Greedy picks come first.
     """
@@ -58,10 +59,11 @@ class RandomExplorer(Explorer):
     def propose(self, n: int, *, exclude: Collection[tuple[int, ...]]) -> list[dict[str, int]]:
         if n <= 0:
             return []
-        trained = self.cost_model.trained
-        size = n * int(self.options.pool_factor) if trained else n
+        if not self.cost_model.trained:
+            return self._fresh(self.initial(n, exclude=exclude), exclude)
+        size = n * int(self.options.pool_factor)
         pool = self._fresh(self.sampler.sample(size, exclude=exclude), exclude)
-        if not trained or len(pool) <= n:
+        if len(pool) <= n:
             return pool[:n]
         scores = np.asarray(self.cost_model.predict(self.features(pool)), dtype=np.float64)
         order = np.argsort(-scores, kind="stable")

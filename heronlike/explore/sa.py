@@ -12,7 +12,8 @@ half of them) and RandSAT samples; each of ``steps`` steps proposes one neighbou
 scores all neighbours in one cost-model call and accepts by Metropolis at temperature
 ``T = t0 * cooling**step``. Every program visited is a candidate; the ``n`` proposed are chosen
 ε-greedily among those not in ``exclude``. While the cost model is untrained, ``propose``
-returns RandSAT samples.
+returns RandSAT samples (ranked by the target's prior where it has one:
+:meth:`~heronlike.explore.base.Explorer.initial`).
 
 **Neighbours** (:meth:`SAExplorer.neighbour`) change one knob ``k``, drawn uniformly among the
 knobs with more than one candidate, by a move that keeps its topology
@@ -194,7 +195,7 @@ class SAExplorer(Explorer):
             return []
         excluded = set(exclude)
         if not self.cost_model.trained:
-            return self.sampler.sample(n, exclude=excluded)
+            return self.initial(n, exclude=excluded)
         opt = self.options
         key = self.sampler.key
         chains = best_measured(self.observations, opt.chains // 2, key)

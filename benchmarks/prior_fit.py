@@ -1,0 +1,134 @@
+"""Fit a target's schedule prior (:mod:`heronlike.prior`) on records files, and check it.
+
+Every workload of the given records files (any target; ``--target`` keeps those whose target
+key starts with it) is rebuilt from its stored compute text, its space regenerated with the
+current rules, and its valid trials turned into :func:`heronlike.prior.generic_features`.
+Workloads whose recorded assignments no longer fit the current space (a knob added since) are
+skipped and counted.
+
+The check is leave-one-workload-out: for each workload, a prior fitted on all the *others*
+ranks its trials, and the script prints
+
+* the Spearman rank correlation between the prior's score and the measured speed (median and
+  mean over the workloads);
+* the gain of a first round picked by the prior over a random one: from random pools of
+  ``--pool`` of the workload's trials, the best latency of a random ``--k`` against the best of
+  the prior's top ``--k`` (geomean over workloads of ``random best / prior best``, > 1 is a gain).
+
+Then it fits on every workload and prints the weights as the Python mapping a target's
+``prior()`` returns (``dla_targets/dlboost.py`` holds the DL Boost one).
+
+    python benchmarks/prior_fit.py benchmarks/out/resnet50-qdq-int8.sqlite \\
+        benchmarks/out/suite-*/*/heronlike/records.sqlite --target dlboost
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from heronlike.features import ScheduleFeatures  # noqa: E402
+from heronlike.prior import fit_linear_prior  # noqa: E402
+from heronlike.space import generate_space  # noqa: E402
+
+Workload = tuple[list[str], np.ndarray, np.ndarray]
+
+
+def load(paths: list[Path], target: str, min_trials: int) -> tuple[list[Workload], list[str]]:
+    """``(names, features, latencies)`` of every usable workload, and the skipped ones' reasons."""
+    import tvm.script
+
+    out: list[Workload] = []
+    skipped: list[str] = []
+    for path in paths:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            workloads = db.execute("SELECT workload_key, target_key, compute_text FROM workloads")
+            for wk, tk, text in workloads.fetchall():
+                if not tk.startswith(target):
+                    continue
+                rows = db.execute(
+                    "SELECT assignment_json, latency_s FROM trials WHERE workload_key = ? AND "
+                    "target_key = ? AND latency_s IS NOT NULL",
+                    (wk, tk),
+                ).fetchall()
+                if len(rows) < min_trials:
+                    continue
+                try:
+                    space = generate_space(tvm.script.from_source(text), tk)
+                    featurizer = ScheduleFeatures(space)
+                    x = featurizer([json.loads(a) for a, _ in rows])
+                except Exception as exc:  # noqa: BLE001 - a space the current rules changed
+                    skipped.append(f"{path}:{wk}: {type(exc).__name__} {exc}")
+                    continue
+                out.append((featurizer.names, x, np.array([lat for _, lat in rows])))
+    return out, skipped
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Rank correlation of two ``(n,)`` vectors (0 when either is constant)."""
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    if ra.std() == 0 or rb.std() == 0 or np.all(a == a[0]):
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def first_round_gain(
+    score: np.ndarray, latency: np.ndarray, pool: int, k: int, rng: np.random.Generator
+) -> float:
+    """Mean ``ln(random best / prior best)`` over 200 random pools of one workload's trials."""
+    pool = min(pool, latency.size)
+    k = min(k, max(1, pool // 4))
+    gains = []
+    for _ in range(200):
+        p = rng.choice(latency.size, pool, replace=False)
+        top = p[np.argsort(-score[p], kind="stable")[:k]]
+        rnd = rng.choice(p, k, replace=False)
+        gains.append(np.log(latency[rnd].min() / latency[top].min()))
+    return float(np.mean(gains))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("records", nargs="+", type=Path, help="records files (SQLite)")
+    p.add_argument("--target", default="", help="keep target keys starting with this")
+    p.add_argument("--min-trials", type=int, default=8, help="valid trials a workload needs")
+    p.add_argument("--pool", type=int, default=32, help="first-round pool size of the check")
+    p.add_argument("--k", type=int, default=8, help="programs picked from a pool")
+    p.add_argument("--ridge", type=float, default=1.0)
+    a = p.parse_args(argv)
+    data, skipped = load(a.records, a.target, a.min_trials)
+    print(f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials; skipped {len(skipped)}")
+    if len(data) < 3:
+        print("need at least 3 workloads", file=sys.stderr)
+        return 1
+    rng = np.random.default_rng(0)
+    rhos, gains = [], []
+    for i, (names, x, latency) in enumerate(data):
+        prior = fit_linear_prior(data[:i] + data[i + 1 :], ridge=a.ridge)
+        score = prior.score(names, x)
+        rhos.append(spearman(score, -np.log(latency)))
+        gains.append(first_round_gain(score, latency, a.pool, a.k, rng))
+    print(
+        f"leave-one-workload-out: Spearman median {np.median(rhos):.2f}, mean {np.mean(rhos):.2f}; "
+        f"top-{a.k} of {a.pool} vs random {a.k}: best {np.exp(np.mean(gains)):.3f}x "
+        f"(worse on {sum(g < 0 for g in gains)} of {len(gains)} workloads)"
+    )
+    prior = fit_linear_prior(data, ridge=a.ridge)
+    print("weights = {")
+    for name, w in prior.weights.items():
+        print(f'    "{name}": {w:+.4f},')
+    print("}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""A prior over schedules: ranks candidates before anything of the workload has been measured.
+
+Heron (ASPLOS'23 §5) measures pure RandSAT samples in its first round, because its cost model
+is trained online on the workload's own measurements and knows nothing yet. At small budgets
+(16 trials in rounds of 8) that first round is half of the search, and most random valid
+programs are slow for reasons that hold on every workload of a target: an unbalanced parallel
+loop, a cache tile spilling out of L1, one accumulator updated by a long dependent chain. A
+:class:`LinearPrior` scores those reasons: a linear function of *workload-independent* schedule
+features (:func:`generic_features`), fitted once per target on recorded tunes of many workloads
+(:func:`fit_linear_prior`; ``benchmarks/prior_fit.py`` refits it from records files and checks
+it leave-one-workload-out). A target supplies its prior through
+:meth:`heronlike.target.DLATarget.prior`; explorers use it only while their cost model is
+untrained (:meth:`heronlike.explore.base.Explorer.initial`), where Heron samples at random.
+
+The generic features are the :class:`~heronlike.features.ScheduleFeatures` of the *main* stage
+(the first stage whose register footprint the rules bound, else the first tiled stage), renamed
+without the stage: ``S1.volume`` instead of ``C.S1.volume``; ``register.fill``, ``L1.fill``,
+``L2.fill`` (footprint / capacity of the memory levels), ``parallel.balance`` and
+``parallel.extent``, and ``unroll.depth`` (the stage's auto-unroll knob). A feature a space does
+not have is 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["GENERIC_FEATURES", "LinearPrior", "fit_linear_prior", "generic_features"]
+
+#: the generic features a prior is fitted on (:func:`generic_features` gives their meaning)
+GENERIC_FEATURES: tuple[str, ...] = (
+    "parallel.balance",
+    "parallel.extent",
+    "register.fill",
+    "L1.fill",
+    "L2.fill",
+    "P.intensity",
+    "S1.volume",
+    "S1.bytes",
+    "S1.intensity",
+    "R0.trips",
+    "R0.intensity",
+    "S2.trips",
+    "S2.volume",
+    "R1.trips",
+    "unroll.depth",
+)
+
+_LEVEL = re.compile(r"^(?P<stage>\w+)\.(?P<level>P|S\d|R\d|T)\.(?P<kind>\w+)$")
+_FILL = re.compile(r"^(?P<stage>\w+)\.(?P<mem>register|L1|L2)\.bytes\.fill$")
+_UNROLL = re.compile(r"^(?P<stage>\w+)\.unroll$")
+
+
+def _main_stage(names: Sequence[str]) -> str | None:
+    for pattern in (_FILL, _LEVEL):
+        for name in names:
+            m = pattern.match(name)
+            if m:
+                return m.group("stage")
+    return None
+
+
+def generic_features(names: Sequence[str], x: np.ndarray) -> dict[str, np.ndarray]:
+    """The workload-independent columns of a schedule-feature matrix, by generic name.
+
+    Args:
+        names: the column names of ``x`` (:attr:`heronlike.features.ScheduleFeatures.names`).
+        x: ``(n, len(names))`` float64 features of ``n`` assignments of one space.
+
+    Returns:
+        Generic name (e.g. ``"S2.volume"``, ``"L1.fill"``) -> its ``(n,)`` column, for the
+        features the space has: level features of the main stage, its memory-level fills and
+        unroll knob, and the parallel features.
+
+    Raises:
+        ValueError: if ``x`` is not ``(n, len(names))``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != len(names):
+        raise ValueError(f"x must be (n, {len(names)}), got shape {x.shape}")
+    main = _main_stage(names)
+    out: dict[str, np.ndarray] = {}
+    for i, name in enumerate(names):
+        if name in ("parallel.balance", "parallel.extent"):
+            out[name] = x[:, i]
+            continue
+        for pattern, generic in (
+            (_LEVEL, lambda m: f"{m.group('level')}.{m.group('kind')}"),
+            (_FILL, lambda m: f"{m.group('mem')}.fill"),
+            (_UNROLL, lambda m: "unroll.depth"),
+        ):
+            m = pattern.match(name)
+            if m and m.group("stage") == main:
+                out.setdefault(generic(m), x[:, i])
+    return out
+
+
+@dataclass(frozen=True)
+class LinearPrior:
+    """``score = sum(weights[f] * feature f)`` over :func:`generic_features`; higher = faster.
+
+    A fitted prior predicts ``-ln(latency)`` up to a constant per workload, so only the order of
+    its scores within one space means anything.
+
+    Attributes:
+        weights: generic feature name -> weight (per unit of the feature as
+            :class:`~heronlike.features.ScheduleFeatures` gives it: log2 counts, ratios).
+        source: where the weights come from (machine, date, records, command).
+    """
+
+    weights: Mapping[str, float]
+    source: str = field(default="", compare=False)
+
+    def score(self, names: Sequence[str], x: np.ndarray) -> np.ndarray:
+        """``(n,)`` scores of the ``n`` rows of the feature matrix ``x`` with columns ``names``.
+
+        Raises:
+            ValueError: as :func:`generic_features`.
+        """
+        columns = generic_features(names, x)
+        out = np.zeros(np.asarray(x).shape[0])
+        for name, weight in self.weights.items():
+            if name in columns:
+                out += weight * columns[name]
+        return out
+
+
+def fit_linear_prior(
+    workloads: Iterable[tuple[Sequence[str], np.ndarray, np.ndarray]],
+    *,
+    features: Sequence[str] = GENERIC_FEATURES,
+    ridge: float = 1.0,
+    source: str = "",
+) -> LinearPrior:
+    """Fit a :class:`LinearPrior` to measured trials of several workloads.
+
+    The model is ``-ln(latency) = c_w + sum_f weight_f * feature_f`` with one free constant
+    ``c_w`` per workload (a fixed-effects regression: features and labels are centred within
+    each workload, so only differences between programs of one workload are fitted), solved as
+    ridge regression on standardised features.
+
+    Args:
+        workloads: per workload, ``(names, x, latency_s)``: its feature names, ``(n, f)``
+            features and ``(n,)`` latencies in seconds of its valid trials (n >= 2).
+        features: the generic features to fit (absent ones are 0).
+        ridge: the ridge penalty on the standardised weights.
+        source: stored in the prior's :attr:`LinearPrior.source`.
+
+    Returns:
+        The fitted prior.
+
+    Raises:
+        ValueError: if no workload has two valid trials, or a latency is not positive.
+    """
+    rows, labels = [], []
+    for names, x, latency in workloads:
+        latency = np.asarray(latency, dtype=np.float64)
+        if latency.size < 2:
+            continue
+        if np.any(latency <= 0) or not np.all(np.isfinite(latency)):
+            raise ValueError("latencies must be positive and finite")
+        cols = generic_features(names, x)
+        m = np.stack([cols.get(f, np.zeros(latency.size)) for f in features], axis=1)
+        y = -np.log(latency)
+        rows.append(m - m.mean(axis=0))
+        labels.append(y - y.mean())
+    if not rows:
+        raise ValueError("no workload has two valid trials to fit a prior on")
+    a, b = np.concatenate(rows), np.concatenate(labels)
+    scale = a.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = a / scale
+    w = np.linalg.solve(z.T @ z + ridge * np.eye(len(features)), z.T @ b) / scale
+    return LinearPrior({f: float(v) for f, v in zip(features, w) if v != 0.0}, source=source)

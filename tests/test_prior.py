@@ -1,0 +1,111 @@
+"""Tests of the schedule prior (heronlike.prior) and the first round it ranks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import heronlike
+from heronlike import ops
+from heronlike.explore import search_for
+from heronlike.prior import GENERIC_FEATURES, LinearPrior, fit_linear_prior, generic_features
+from heronlike.records import Records
+from heronlike.space import generate_space
+
+pytest.importorskip("heronlike.sampler")
+
+
+@pytest.fixture(scope="module")
+def gemm_space():
+    """The general (no intrinsic) rule set on a float32 GEMM: any x86 host."""
+    return generate_space(ops.gemm(64, 96, 128, dtype="float32"), "llvm -num-cores=2")
+
+
+def test_generic_features_are_the_main_stage_without_its_name(gemm_space) -> None:
+    _, ex = search_for(gemm_space, "random", seed=0)
+    pool = ex.sampler.sample(16)
+    x = ex.features(pool)
+    cols = generic_features(ex.featurizer.names, x)
+    names = ex.featurizer.names
+    main = names[[n.endswith(".register.bytes.fill") for n in names].index(True)].split(".")[0]
+    for generic in ("S1.volume", "S2.volume", "R1.trips", "register.fill", "parallel.balance"):
+        assert generic in cols
+    # the same column as the stage-named feature
+    i = names.index(f"{main}.S2.volume")
+    assert np.array_equal(cols["S2.volume"], x[:, i])
+    assert not any(name.startswith(main) for name in cols)
+    with pytest.raises(ValueError, match="must be"):
+        generic_features(names, x[:, :-1])
+
+
+def test_fit_recovers_the_weights_of_a_linear_world() -> None:
+    """Five workloads whose -ln(latency) is a known linear function of two generic features
+    plus a constant of its own: the fixed-effects fit recovers the weights, and the other
+    features get none."""
+    rng = np.random.default_rng(0)
+    truth = {"S2.volume": 0.5, "L1.fill": -2.0}
+    names = ["C.S2.volume", "C.L1.bytes.fill", "C.R1.trips"]
+    workloads = []
+    for w in range(5):
+        x = rng.uniform(0, 4, size=(40, 3))
+        y = 0.5 * x[:, 0] - 2.0 * x[:, 1] + 10.0 * w  # its own constant
+        workloads.append((names, x, np.exp(-y)))
+    prior = fit_linear_prior(workloads, ridge=1e-6)
+    for name, weight in truth.items():
+        assert prior.weights[name] == pytest.approx(weight, abs=1e-4)
+    assert abs(prior.weights.get("R1.trips", 0.0)) < 1e-4
+    # a score orders one workload's programs as their speed does
+    _, x, latency = workloads[3]
+    assert np.array_equal(np.argsort(-prior.score(names, x)), np.argsort(latency))
+    with pytest.raises(ValueError, match="two valid trials"):
+        fit_linear_prior([(names, np.zeros((1, 3)), np.ones(1))])
+    with pytest.raises(ValueError, match="positive"):
+        fit_linear_prior([(names, np.zeros((2, 3)), np.array([1.0, -1.0]))])
+
+
+def test_the_first_round_takes_the_priors_best_from_a_larger_pool(gemm_space) -> None:
+    """With a prior that prefers large register tiles, the untrained round's greedy share
+    holds larger tiles than the same seed's random round, all valid, fresh and distinct."""
+    prior = LinearPrior({"S2.volume": 1.0})
+    n = 8
+    _, with_prior = search_for(gemm_space, "cga", seed=3)
+    with_prior.prior = prior
+    _, without = search_for(gemm_space, "cga", seed=3, prior=False)
+    assert without.prior is None
+    exclude = {without.sampler.key(a) for a in without.sampler.sample(4)}
+    picked = with_prior.propose(n, exclude=exclude)
+    random = without.propose(n, exclude=exclude)
+    assert len(picked) == n
+    keys = [with_prior.sampler.key(a) for a in picked]
+    assert len(set(keys)) == n and not set(keys) & exclude
+    assert not any(gemm_space.csp.violations(a) for a in picked)
+
+    def volume(batch):
+        return generic_features(with_prior.featurizer.names, with_prior.features(batch))[
+            "S2.volume"
+        ]
+
+    greedy = volume(picked[: int(np.ceil(with_prior.prior_share * n))])
+    assert greedy.min() >= np.median(volume(random))
+    assert greedy.mean() > volume(random).mean()
+
+
+def test_dlboost_has_a_prior_over_generic_features_and_tune_records_it(tmp_path) -> None:
+    target = heronlike.get_target("llvm")
+    prior = target.prior()
+    assert prior is not None and set(prior.weights) <= set(GENERIC_FEATURES)
+    # the signs the fit found are the physics the prior stands for
+    assert prior.weights["parallel.balance"] > 0 and prior.weights["L1.fill"] < 0
+    assert prior.weights["R1.trips"] < 0  # a long dependent chain on one accumulator
+    assert heronlike.get_target("amx").prior() is None
+    records = tmp_path / "r.sqlite"
+    compute = ops.gemm(32, 32, 64, dtype="float32")
+    on = heronlike.tune(compute, "llvm", trials=4, batch_size=4, explorer="cga", records=records)
+    off = heronlike.tune(
+        compute, "llvm -num-cores=1", trials=4, batch_size=4, records=records, prior=False
+    )
+    assert on.latency_s and off.latency_s
+    with Records(records) as db:
+        runs = [db.run_info(i) for i in (1, 2)]
+    assert runs[0]["options"]["prior"] == prior.source
+    assert runs[1]["options"]["prior"] is None
