@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from heronlike.csp import In, Le, Select, Sum
+from heronlike.errors import UnsupportedShapeError
 from heronlike.intrinsic import Intrinsic, shape_family
 from heronlike.template import Choice, Ordered, PackedLayout, Sym
 
@@ -80,6 +81,13 @@ class Tensorize(Rule):
                 order = (*(d for d in range(len(b.axes)) if d not in (n_dim, k_dim)), n_dim, k_dim)
                 outer = None if order == tuple(range(len(b.axes))) else order
             layout = PackedLayout(tiles, (n_dim, k_dim), outer)
+            if ctx.packed.get(b.buffer) == layout:
+                return  # a weight another tensorized stage reads, already packed alike
+            if b.buffer in ctx.packed:
+                raise UnsupportedShapeError(
+                    f"stages read weight {b.buffer} in two packed layouts "
+                    f"({ctx.packed[b.buffer]} and {layout})"
+                )
             ctx.step("transform_layout", ctx.block(stage), b.buffer, layout)
             if b.buffer in {p.name for p in ctx.dag.params}:
                 ctx.packed[b.buffer] = layout

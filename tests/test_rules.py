@@ -476,3 +476,39 @@ def test_parallel_extents_are_balanced_over_the_cores() -> None:
     extents = {a["C.P"] for a in RandSAT(space.csp, seed=2).sample(40)}
     assert all(balance(p, cores) >= 0.9 and p >= cores for p in extents), sorted(extents)
     assert balance(3, 2) == 0.75 and balance(9, 2) == 0.9 and balance(6, 4) == 0.75
+
+
+def test_two_tensorized_stages_share_one_packed_weight() -> None:
+    """Two products that read one weight (``C = X1 W^T`` and ``D = X2 W^T``, then ``C + D``):
+    both stages are tensorized and the weight is packed once, in the layout both read; the
+    kernel is exact. The second packing had re-tiled the already packed buffer (a ValueError
+    from deep inside the template)."""
+    from tvm import te
+
+    target = "dlboost" if host_has_vnni() else "llvm"
+    M, N, K = 32, 64, 128
+    x1 = te.placeholder((M, K), "uint8", name="x1")
+    x2 = te.placeholder((M, K), "uint8", name="x2")
+    w = te.placeholder((N, K), "int8", name="w")
+
+    def product(x: te.Tensor, name: str) -> te.Tensor:
+        k = te.reduce_axis((0, K), name="k")
+        return te.compute(
+            (M, N),
+            lambda i, j: te.sum(x[i, k].astype("int32") * w[j, k].astype("int32"), axis=k),
+            name=name,
+        )
+
+    c, d = product(x1, "C"), product(x2, "D")
+    y = te.compute((M, N), lambda i, j: c[i, j] + d[i, j], name="Y")
+    space = generate_space([x1, x2, w, y], target)
+    assert set(space.matches) == {"C", "D"}
+    assert set(space.packed) == {"w"}
+    assert str(space.template).count("transform_layout") == 1
+    rng = np.random.default_rng(0)
+    a1, a2 = (rng.integers(0, 256, (M, K), dtype=np.uint8) for _ in range(2))
+    b = rng.integers(-128, 128, (N, K), dtype=np.int8)
+    expected = (a1.astype(np.int64) + a2.astype(np.int64)) @ b.astype(np.int64).T
+    for a in RandSAT(space.csp, seed=2).sample(2):
+        kernel = BuiltKernel(space, a, space.target.tvm_target())
+        np.testing.assert_array_equal(kernel(a1, a2, b), expected)
