@@ -790,6 +790,21 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
     return row
 
 
+def settle_peak(rows: list[dict[str, Any]], first: float, again: float) -> None:
+    """Rows measured against the peak ``first`` (op/s) get the higher re-measure ``again``:
+    ``peak_gops`` and every ``*_pct_peak`` recomputed, and ``peak_note`` saying so."""
+    for row in rows:
+        if not row.get("gop"):
+            continue
+        row["peak_gops"] = again / 1e9
+        for who in ("heronlike", "ms", "pytorch", "numpy"):
+            row[f"{who}_pct_peak"] = _pct(float(row["gop"]) * 1e9, row.get(f"{who}_ms"), again)
+        row["peak_note"] = (
+            f"the higher of peak.py's readings before ({first / 1e9:.0f} G op/s) and after "
+            f"({again / 1e9:.0f}) the cases"
+        )
+
+
 def derive(row: dict[str, Any], flop: float, peak: float | None) -> None:
     """The row's derived columns: speedups, % of peak, both-VNNI flag, curve figures."""
     h = row.get("heronlike_ms")
@@ -830,7 +845,7 @@ COLUMNS = (
     "speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_numpy",
     "heronlike_vnni", "ms_vnni", "both_vnni",
     "intrinsic", "heronlike_uses_intrinsic", "ms_uses_intrinsic",
-    "peak_kernel", "peak_gops",
+    "peak_kernel", "peak_gops", "peak_note",
     "heronlike_pct_peak", "ms_pct_peak", "pytorch_pct_peak", "numpy_pct_peak",
     "heronlike_tuning_best_ms", "ms_tuning_best_ms",
     "heronlike_search_s", "ms_search_s",
@@ -1294,6 +1309,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if worker is not None:
             worker.close()
+    if todo and peak[1]:
+        # a peak read low while something else ran (or a clock dip) inflates every % of peak:
+        # measure again after the cases and keep the higher reading for this invocation's rows
+        again = measure_peak(mode, tgt.cores)
+        if again[1] and again[1] > peak[1]:
+            ran = {parse_case(c)[0] for c in todo}
+            settle_peak([r for r in rows if str(r["case"]) in ran], peak[1], again[1])
+            write_csv(rows, paths["csv"])
+            print(f"peak re-measured after the cases: {again[1] / 1e9:.1f} G op/s", flush=True)
     print()
     summary = summarize(rows, mode)
     print_table(rows, summary)

@@ -287,3 +287,18 @@ def test_tiny_suite_run_with_metaschedule(tmp_path: Path) -> None:
         float(row["ms_ms"]) / float(row["heronlike_ms"])
     )
     assert row["ms_weights"] != "plain"  # heronlike's packed weight layout
+
+
+def test_a_peak_read_low_is_replaced_by_the_higher_reading_after_the_cases() -> None:
+    """% of peak against a peak that read low at the start would flatter every row: the rows
+    of the invocation get the higher reading taken after the cases, and say so."""
+    rows = [
+        {"case": "G1", "gop": 2.0, "heronlike_ms": 1.0, "ms_ms": 2.0, "peak_gops": 1900.0},
+        {"case": "S1", "gop": None, "heronlike_ms": 0.01},
+    ]
+    suite.settle_peak(rows, 1900e9, 2000e9)
+    assert rows[0]["peak_gops"] == 2000.0
+    assert rows[0]["heronlike_pct_peak"] == pytest.approx(100.0)  # 2 GOP in 1 ms = 2000 G op/s
+    assert rows[0]["ms_pct_peak"] == pytest.approx(50.0)
+    assert "1900" in rows[0]["peak_note"] and "2000" in rows[0]["peak_note"]
+    assert "peak_gops" not in rows[1] and "peak_note" not in rows[1]
