@@ -81,16 +81,15 @@ class Tensorize(Rule):
                 order = (*(d for d in range(len(b.axes)) if d not in (n_dim, k_dim)), n_dim, k_dim)
                 outer = None if order == tuple(range(len(b.axes))) else order
             layout = PackedLayout(tiles, (n_dim, k_dim), outer)
-            if ctx.packed.get(b.buffer) == layout:
-                return  # a weight another tensorized stage reads, already packed alike
-            if b.buffer in ctx.packed:
+            packed = ctx.packed.get(b.buffer)  # by another tensorized stage that reads it
+            if packed is None:
+                ctx.step("transform_layout", ctx.block(stage), b.buffer, layout)
+                if b.buffer in {p.name for p in ctx.dag.params}:
+                    ctx.packed[b.buffer] = layout
+            elif packed != layout:
                 raise UnsupportedShapeError(
-                    f"stages read weight {b.buffer} in two packed layouts "
-                    f"({ctx.packed[b.buffer]} and {layout})"
+                    f"stages read weight {b.buffer} in two packed layouts ({packed} and {layout})"
                 )
-            ctx.step("transform_layout", ctx.block(stage), b.buffer, layout)
-            if b.buffer in {p.name for p in ctx.dag.params}:
-                ctx.packed[b.buffer] = layout
 
     @staticmethod
     def _shape_knob(ctx: RuleContext, stage: str, family: list[Intrinsic]) -> None:
