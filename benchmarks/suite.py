@@ -790,6 +790,12 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
     return row
 
 
+def _set_pct_peak(row: dict[str, Any], flop: float, peak: float | None) -> None:
+    """Every column's ``*_pct_peak``: its latency's operations per second over ``peak``."""
+    for who in ("heronlike", "ms", "pytorch", "numpy"):
+        row[f"{who}_pct_peak"] = _pct(flop, row.get(f"{who}_ms"), peak)
+
+
 def settle_peak(rows: list[dict[str, Any]], first: float, again: float) -> None:
     """Rows measured against the peak ``first`` (op/s) get the higher re-measure ``again``:
     ``peak_gops`` and every ``*_pct_peak`` recomputed, and ``peak_note`` saying so."""
@@ -797,8 +803,7 @@ def settle_peak(rows: list[dict[str, Any]], first: float, again: float) -> None:
         if not row.get("gop"):
             continue
         row["peak_gops"] = again / 1e9
-        for who in ("heronlike", "ms", "pytorch", "numpy"):
-            row[f"{who}_pct_peak"] = _pct(float(row["gop"]) * 1e9, row.get(f"{who}_ms"), again)
+        _set_pct_peak(row, float(row["gop"]) * 1e9, again)
         row["peak_note"] = (
             f"the higher of peak.py's readings before ({first / 1e9:.0f} G op/s) and after "
             f"({again / 1e9:.0f}) the cases"
@@ -811,8 +816,7 @@ def derive(row: dict[str, Any], flop: float, peak: float | None) -> None:
     row["speedup_vs_ms"] = _ratio(row.get("ms_ms"), h)
     row["speedup_vs_pytorch"] = _ratio(row.get("pytorch_ms"), h)
     row["speedup_vs_numpy"] = _ratio(row.get("numpy_ms"), h)
-    for who in ("heronlike", "ms", "pytorch", "numpy"):
-        row[f"{who}_pct_peak"] = _pct(flop, row.get(f"{who}_ms"), peak)
+    _set_pct_peak(row, flop, peak)
     hv, mv = row.get("heronlike_vnni"), row.get("ms_vnni")
     row["both_vnni"] = None if hv is None or mv is None else bool(hv and mv)
     curves = {who: row.pop(f"_{who}_curve", None) for who in ("heronlike", "ms")}
