@@ -79,7 +79,7 @@ def count_case(spec: str, samples: int, seed: int = 0, dtype: str = "int8") -> d
         ok_csp = not space.csp.violations(s) and s[f"{stage}.tiles"] <= amx.TILE_REGISTERS
         in_budget += ok_csp
         try:
-            asm = str(tvm.compile(space.apply(s).mod, target=target).mod.inspect_source("asm"))
+            asm = str(tvm.compile(space.program(s), target=target).mod.inspect_source("asm"))
         except Exception as err:  # noqa: BLE001 - a failed build is a count, not a crash
             failures.append(type(err).__name__)
             continue

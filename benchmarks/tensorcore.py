@@ -318,7 +318,7 @@ def count_case(
     tgt = space.target
     for a in assignments:
         try:
-            mod_json = tvm.ir.save_json(space.apply(a).mod)
+            mod_json = tvm.ir.save_json(space.program(a))
         except Exception:  # noqa: BLE001 - a schedule TVM rejects is a failed sample
             kinds["schedule"] = kinds.get("schedule", 0) + 1
             continue

@@ -25,19 +25,22 @@ class BuiltKernel:
         space: the space the program comes from.
         assignment: its CSP assignment.
         executable: the ``tvm.runtime.Executable`` (``export_library`` and ``["main"]``).
-        schedule: the ``tvm.s_tir.Schedule`` (``.trace`` to replay, ``.mod.script()``).
+        schedule: the ``tvm.s_tir.Schedule`` (``.trace`` to replay).
+        program: the ``tvm.IRModule`` that was built: the schedule's module after
+            :func:`heronlike.postproc.postprocess`.
     """
 
     def __init__(self, space: Space, assignment: Mapping[str, int], target: dict[str, Any]) -> None:
         self.space = space
         self.assignment = dict(assignment)
         self.schedule = space.apply(assignment)
-        self.executable = tvm.compile(self.schedule.mod, target=tvm.target.Target(target))
+        self.program = space.program(assignment)
+        self.executable = tvm.compile(self.program, target=tvm.target.Target(target))
 
     @property
     def script(self) -> str:
         """The scheduled program as TVMScript."""
-        return self.schedule.mod.script()
+        return self.program.script()
 
     @property
     def assembly(self) -> str:

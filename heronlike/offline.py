@@ -200,7 +200,7 @@ def _build(space: Space, assignments: list[dict[str, int]], builder: Any) -> lis
     """Schedule every assignment of ``space`` and build it with ``builder`` (BuildResults)."""
     tgt = space.target
     inputs = [
-        BuildInput(tvm.ir.save_json(space.apply(a).mod), tgt.tvm_target(), tgt.build_options())
+        BuildInput(tvm.ir.save_json(space.program(a)), tgt.tvm_target(), tgt.build_options())
         for a in assignments
     ]
     return builder.build(inputs)

@@ -861,12 +861,13 @@ def _finish(
         )
     else:
         sch = space.apply(best.assignment)
+        program = space.program(best.assignment)
     return dict(
         _result_of(space, best, flop, latency),
         kernel=kernel,
         correct=correct,
         trace=kernel.trace if kernel is not None else str(sch.trace),
-        script=kernel.script if kernel is not None else sch.mod.script(),
+        script=kernel.script if kernel is not None else program.script(),
         finalists=finalists,
         # recorded with the run, so that apply_best and libraries rebuild this kernel
         picked=(best.trial_index, latency) if final.latency_s is not None else None,
@@ -908,7 +909,7 @@ def _finish_simulated(space: Space, top: list[TrialRecord], flop: float) -> dict
         kernel=None,
         correct=None,
         trace=str(sch.trace),
-        script=sch.mod.script(),
+        script=space.program(best.assignment).script(),
         finalists=[
             Finalist(r.trial_index, dict(r.assignment), r.latency_s, r.latency_s)  # type: ignore[arg-type]
             for r in top

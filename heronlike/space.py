@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import tvm
 from tvm import s_tir
 
 from .csp import CSP
 from .dag import ComputeDAG
 from .errors import InfeasibleSpaceError, UnsupportedComputeError
 from .intrinsic import IntrinsicMatch
+from .postproc import postprocess
 from .target import DLATarget, get_target
 from .template import PackedLayout, Template
 
@@ -88,6 +90,15 @@ class Space:
                 if intrin.signature == m.intrinsic.signature:
                     intrin.register()
         return self.template.apply(assignment)
+
+    def program(self, assignment: Mapping[str, int]) -> tvm.IRModule:
+        """The program that is built for ``assignment``: :meth:`apply`'s module after
+        :func:`heronlike.postproc.postprocess` (e.g. the zero-padding reads skipped).
+
+        Raises:
+            RuntimeError: as :meth:`apply`.
+        """
+        return postprocess(self.apply(assignment).mod)
 
     def prepare_args(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Turn logical arrays (one per PrimFunc parameter, call order) into what the built

@@ -4,7 +4,8 @@
 split part of each intrinsic axis to the intrinsic's extent (C6) and, for intrinsics with a
 packed B operand, re-lays the operand out as contiguous ``n × k`` tiles. :class:`ApplyIntrinsic`
 runs last on the stage: it separates the reduction's initialisation (``decompose_reduction``,
-vectorised) and replaces the innermost ``n × k`` sub-nest by the intrinsic (``tensorize``).
+vectorised) and replaces the innermost ``n × k`` sub-nest by the intrinsic (``tensorize``),
+marking the calls that read a zero-padding stage for :mod:`heronlike.postproc` to skip.
 
 A target that offers one instruction at several ``m × n`` shapes (AMX's tile shapes: a
 :func:`~heronlike.intrinsic.shape_family` of more than one member) gets the shape as a knob:
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from heronlike.csp import In, Le, Select, Sum
 from heronlike.errors import UnsupportedShapeError
 from heronlike.intrinsic import Intrinsic, shape_family
+from heronlike.postproc import SKIP_ZERO_READS
 from heronlike.template import Choice, Ordered, PackedLayout, Sym
 
 from .base import ConstraintRule, Rule, RuleContext
@@ -133,6 +135,10 @@ class ApplyIntrinsic(Rule):
 
     ``vector_lanes_bytes`` is the vector register width used to vectorise the reduction's
     initialisation and the write-back of the accumulator tile (64 bytes for AVX-512).
+
+    The intrinsic's block is annotated with the operands that a stage computes (not a
+    parameter), :data:`heronlike.postproc.SKIP_ZERO_READS`: where such an operand is a
+    zero-padding stage, the postprocessing skips the calls that would read its padding.
     """
 
     name = "S1.ApplyIntrinsic"
@@ -160,7 +166,14 @@ class ApplyIntrinsic(Rule):
             if choice is None
             else Choice(choice[0], tuple(i.name for i in choice[1]))
         )
-        ctx.step("tensorize", Sym(st.level("T")[0].sym), name)
+        (tile,) = ctx.step("blockize", Sym(st.level("T")[0].sym), outs=[f"{block}.tile"])
+        ctx.step("tensorize", tile, name)
+        # the intrinsic adds products of A and B: where a padding stage gives either a zero,
+        # the call adds nothing and the postprocessing may skip it (heronlike.postproc)
+        params = {p.name for p in ctx.dag.params}
+        read = [acc.buffer for acc in (st.match.a, st.match.b) if acc.buffer not in params]
+        if read:
+            ctx.step("annotate", tile, SKIP_ZERO_READS, ",".join(read))
         if st.write_back is not None:
             ctx.step("vectorize_innermost", st.write_back, lanes)
 

@@ -41,9 +41,7 @@ def build_checked(
 
     target = space.target
     inputs = [
-        BuildInput(
-            tvm.ir.save_json(space.apply(a).mod), target.tvm_target(), target.build_options()
-        )
+        BuildInput(tvm.ir.save_json(space.program(a)), target.tvm_target(), target.build_options())
         for a in samples
     ]
     with target.make_builder(timeout_s=300) as builder:

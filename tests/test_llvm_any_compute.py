@@ -214,7 +214,7 @@ def test_vnni_cpu_candidates_build() -> None:
     for compute in (ops.gemm(32, 64, 32, "int8"), softmax(8, 64)):
         space = generate_space(compute, llvm)
         (a,) = RandSAT(space.csp, seed=3).sample(1)
-        lib = tvm.compile(space.apply(a).mod, target=tvm.target.Target(llvm.tvm_target()))
+        lib = tvm.compile(space.program(a), target=tvm.target.Target(llvm.tvm_target()))
         assert lib is not None
 
 
@@ -311,7 +311,7 @@ def test_row_computes_have_a_space(build: Any, reference: Any, knobs: set[str]) 
     target = tvm.target.Target(llvm.tvm_target())
     for a in samples:
         assert not space.csp.violations(a)
-        lib = tvm.compile(space.apply(a).mod, target=target)
+        lib = tvm.compile(space.program(a), target=target)
         args = [tvm.runtime.tensor(x) for x in inputs]
         out = tvm.runtime.tensor(np.full(want.shape, np.nan, "float32"))
         lib["main"](*args, out)
@@ -345,7 +345,7 @@ def test_depthwise_samples_match_numpy() -> None:
     target = tvm.target.Target(llvm.tvm_target())
     for a in samples:
         assert a["Y.v_ch.V"] <= 8
-        lib = tvm.compile(space.apply(a).mod, target=target)
+        lib = tvm.compile(space.program(a), target=target)
         poisoned = np.full(want.shape, np.nan, "float32")
         args = [tvm.runtime.tensor(v) for v in space.prepare_args([x, w, poisoned])]
         lib["main"](*args)

@@ -240,7 +240,7 @@ def test_integer_layers_tensorize_onto_vnni_with_the_requantise_fused(tmp_path: 
             continue
         (assignment,) = RandSAT(task.space.csp, seed=0).sample(1)
         target = tvm.target.Target(task.space.target.tvm_target())
-        asm = executable_asm(tvm.compile(task.space.apply(assignment).mod, target=target))
+        asm = executable_asm(tvm.compile(task.space.program(assignment), target=target))
         assert asm is not None and asm_uses(asm), task.name
         assert "_tir_round" in task.name.split(" ")[0], task.name  # requantised in the kernel
         vnni.append(task.name)

@@ -121,7 +121,7 @@ def test_vnni_is_read_from_the_assembly() -> None:
         space = generate_space(ops.gemm(32, 32, 32, dtype="int8"), {"kind": kind, "mcpu": mcpu})
         (assignment,) = RandSAT(space.csp, seed=0).sample(1)
         target = tvm.target.Target(space.target.tvm_target())
-        asm = executable_asm(tvm.compile(space.apply(assignment).mod, target=target))
+        asm = executable_asm(tvm.compile(space.program(assignment), target=target))
         assert asm is not None
         found[mcpu] = (asm_uses(asm), asm_uses(asm, "vpmaddwd"))
     assert found == {"cascadelake": (True, False), "haswell": (False, True)}
@@ -228,15 +228,17 @@ def test_metaschedule_gets_heronlikes_layout(target, op, params) -> None:  # noq
     np.testing.assert_array_equal(tensors[out].numpy(), expected[out])
 
 
-def _run_suite(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+def _run_suite(tmp_path: Path, *extra: str, trials: int = 2) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--cases", "gemm:32,32,32",
-           "--trials", "2", "--batch", "2", "--out", str(tmp_path), *extra]  # fmt: skip
+           "--trials", str(trials), "--batch", "2", "--out", str(tmp_path), *extra]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
 
-def _check_outputs(tmp_path: Path, proc: subprocess.CompletedProcess) -> dict[str, str]:
+def _check_outputs(
+    tmp_path: Path, proc: subprocess.CompletedProcess, trials: int = 2
+) -> dict[str, str]:
     from heronlike.host import cpu_model, machine_slug
 
     (csv_path,) = tmp_path.glob("suite-*.csv")
@@ -247,7 +249,7 @@ def _check_outputs(tmp_path: Path, proc: subprocess.CompletedProcess) -> dict[st
     (row,) = list(csv.DictReader(csv_path.open()))
     assert row["date"] in csv_path.name and row["cpu_model"] == cpu_model()
     assert row["heronlike_status"] == "ok" and row["heronlike_correct"] == "True"
-    assert int(row["heronlike_trials"]) == 2
+    assert int(row["heronlike_trials"]) == trials
     assert row["heronlike_vnni"] in ("True", "False")
     assert row["mode"] == suite.resolve_mode().name and row["vnni_note"]
     for col in ("heronlike_curve", "heronlike_search_s", "heronlike_trials_to_95"):
@@ -279,8 +281,10 @@ def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_tiny_suite_run_with_metaschedule(tmp_path: Path) -> None:
-    proc = _run_suite(tmp_path)
-    row = _check_outputs(tmp_path, proc)
+    # four trials: MetaSchedule's search is not reproducible and a third to two thirds of its
+    # candidates fail, so two trials sometimes leave it with no valid kernel at all
+    proc = _run_suite(tmp_path, trials=4)
+    row = _check_outputs(tmp_path, proc, trials=4)
     assert row["ms_status"] == "ok" and row["ms_correct"] == "True"
     assert row["ms_vnni"] in ("True", "False") and row["ms_curve"] and row["eq_wall_s"]
     assert float(row["speedup_vs_ms"]) == pytest.approx(

@@ -232,9 +232,7 @@ def test_cubins_build_without_spills() -> None:
     target = space.target
     samples = RandSAT(space.csp, seed=11).sample(6)
     inputs = [
-        BuildInput(
-            tvm.ir.save_json(space.apply(a).mod), target.tvm_target(), target.build_options()
-        )
+        BuildInput(tvm.ir.save_json(space.program(a)), target.tvm_target(), target.build_options())
         for a in samples
     ]
     with target.make_builder(timeout_s=120) as builder:

@@ -183,9 +183,9 @@ def export(
     kernels = []
     for index, (w, space, rec) in enumerate(entries):
         symbol = _symbol(w.op, index, w.params, w.dtype)
-        sch = space.apply(rec.assignment)
-        modules[symbol] = sch.mod
-        funcs[symbol] = sch.mod["main"].with_attr("global_symbol", symbol)
+        program = space.program(rec.assignment)
+        modules[symbol] = program
+        funcs[symbol] = program["main"].with_attr("global_symbol", symbol)
         params = []
         outputs = set(space.logical.outputs)
         for lp, kp in zip(space.logical.params, space.template.func.params, strict=True):

@@ -168,7 +168,7 @@ class HardwareMeasurer:
         for i, assignment in enumerate(proposals):
             t0 = time.perf_counter()
             try:
-                mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
+                mod_json = tvm.ir.save_json(self.space.program(assignment))
             except Exception as err:  # a template bug: the candidate fails, tuning goes on
                 done(
                     i,
@@ -237,7 +237,7 @@ class HardwareMeasurer:
         inputs: dict[int, BuildInput] = {}
         for i, assignment in enumerate(assignments):
             try:
-                mod_json = tvm.ir.save_json(self.space.apply(assignment).mod)
+                mod_json = tvm.ir.save_json(self.space.program(assignment))
             except Exception as err:  # noqa: BLE001 - reported, not raised
                 out[i] = FinalMeasurement(None, None, ErrorKind.SCHEDULE, short_error(err))
                 continue

@@ -340,7 +340,7 @@ def schedule_module(
                     continue
                 choice.source = "default"
             try:
-                kernel = task.space.apply(assignment).mod["main"]
+                kernel = task.space.program(assignment)["main"]
             except Exception as exc:  # noqa: BLE001 - a rule bug must not stop the model
                 choice.source, choice.latency_s = "tvm", None
                 choice.reason = f"the schedule failed to apply ({type(exc).__name__}: {exc})"

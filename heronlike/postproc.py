@@ -1,0 +1,227 @@
+"""Postprocessing: rewrites of a scheduled program that no schedule primitive expresses.
+
+A template (:mod:`heronlike.template`) ends as a ``tvm.s_tir.Schedule``; :func:`postprocess`
+turns its module into the program that is built, measured and shipped, acting only on what the
+schedule asked for through block annotations (TVM MetaSchedule's ``Postproc`` has the same
+place: after the schedule, before the build). :meth:`heronlike.space.Space.program` applies it,
+so tuning, :class:`~heronlike.kernel.BuiltKernel`, libraries and compiled models all build the
+same program.
+
+One rewrite today, **skipping the zero padding** (:data:`SKIP_ZERO_READS`). A convolution reads
+its input through a zero-padding stage ``Xp[i] = if_then_else(inside(i), X[i - pad], 0)``, so
+every multiply-accumulate whose ``Xp`` element lies in the padding adds zero: with kernel 3 and
+pad 1, a depth of 2 wastes a third of the work on them (oneDNN skips them; a TIR reduction
+cannot, its taps have constant bounds). A rule that knows a block is a sum of products of a
+buffer (the DL Boost intrinsic rule, :class:`~heronlike.rules.tensorize.ApplyIntrinsic`)
+annotates the block with the buffer's name. Here each conjunct of the padding condition
+(``1 <= od + kd``, ``od + kd < D + 1``, ...) is rewritten in the loop variables of the block's
+read of that buffer and hoisted as an ``if`` just inside the innermost loop it depends on, so a
+whole row of taps (and every intrinsic call under it) is skipped at once. The result is equal to
+the unguarded program's, bit for bit.
+
+A conjunct is left out (the program stays correct, it only skips less) when it depends on a
+vectorised or thread-bound loop, on a dimension the block reads more than one element of, or on
+anything but loop variables; nothing is guarded when the buffer's producer is not exactly one
+zero-padding block or the annotated block still holds its reduction's initialisation (skipping
+it would skip the initialisation too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.tirx.analysis import undefined_vars
+
+SKIP_ZERO_READS = "heronlike.skip_zero_reads"
+"""Block annotation: comma-separated buffer names whose zero elements make the block's update
+add nothing (the block computes ``C += f(A) * g(B)`` with one of its factors read from each)."""
+
+
+def postprocess(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every PrimFunc rewritten as its block annotations ask (module docstring);
+    ``mod`` itself when nothing asks for a rewrite."""
+    out = {}
+    changed = False
+    for gv, func in mod.functions.items():
+        new = skip_zero_reads(func) if isinstance(func, tirx.PrimFunc) else func
+        changed = changed or not new.same_as(func)
+        out[gv] = new
+    return tvm.IRModule(out, attrs=mod.attrs) if changed else mod
+
+
+def skip_zero_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with the padding reads of every :data:`SKIP_ZERO_READS` block guarded by ``if``
+    statements hoisted to the loops they depend on (module docstring); ``func`` itself when
+    there is nothing to guard."""
+    for name, buffers in _annotated(func.body):
+        for buffer in buffers:
+            func = _guard(func, name, buffer)
+    return func
+
+
+# ------------------------------------------------------------------------------------------------
+# walking the statement tree (TVM 0.27 has no Python statement mutator: the few node kinds a
+# scheduled program holds above its blocks are walked and rebuilt here)
+
+
+def _children(stmt: Any) -> list[Any]:
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return [stmt.block.body]
+    if isinstance(stmt, tirx.For):
+        return [stmt.body]
+    if isinstance(stmt, tirx.SeqStmt):
+        return list(stmt.seq)
+    if isinstance(stmt, tirx.IfThenElse):
+        return [s for s in (stmt.then_case, stmt.else_case) if s is not None]
+    return []
+
+
+def _realizes(stmt: Any) -> list[Any]:
+    """Every block realize in ``stmt``, pre-order."""
+    out: list[Any] = []
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, s_tir.SBlockRealize):
+            out.append(s)
+        stack.extend(reversed(_children(s)))
+    return out
+
+
+def _annotated(body: Any) -> list[tuple[str, list[str]]]:
+    out = []
+    for realize in _realizes(body):
+        ann = realize.block.annotations
+        if SKIP_ZERO_READS in ann:
+            out.append((realize.block.name_hint, str(ann[SKIP_ZERO_READS]).split(",")))
+    return out
+
+
+def _path(stmt: Any, name: str) -> list[Any] | None:
+    """The statements from ``stmt`` down to the realize of block ``name`` (inclusive)."""
+    if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.name_hint == name:
+        return [stmt]
+    for child in _children(stmt):
+        rest = _path(child, name)
+        if rest is not None:
+            return [stmt, *rest]
+    return None
+
+
+def _with_child(stmt: Any, old: Any, new: Any) -> Any:
+    """``stmt`` with its child ``old`` replaced by ``new``."""
+    if isinstance(stmt, tirx.For):
+        return tirx.For(
+            stmt.loop_var, stmt.min, stmt.extent, stmt.kind, new, stmt.thread_binding,
+            stmt.annotations, stmt.step,
+        )  # fmt: skip
+    if isinstance(stmt, tirx.SeqStmt):
+        return tirx.SeqStmt([new if s.same_as(old) else s for s in stmt.seq])
+    if isinstance(stmt, tirx.IfThenElse):
+        then = new if stmt.then_case.same_as(old) else stmt.then_case
+        other = stmt.else_case
+        if other is not None and other.same_as(old):
+            other = new
+        return tirx.IfThenElse(stmt.condition, then, other)
+    b = stmt.block
+    block = s_tir.SBlock(
+        b.iter_vars, b.reads, b.writes, b.name_hint, new, b.init, b.alloc_buffers,
+        b.match_buffers, b.annotations,
+    )  # fmt: skip
+    return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block)
+
+
+# ------------------------------------------------------------------------------------------------
+# the padding condition
+
+
+def _substitute(expr: Any, variables: Sequence[Any], values: Sequence[Any]) -> Any:
+    """``expr`` with ``variables`` replaced by ``values`` (and simplified)."""
+    if not variables:
+        return expr
+    return tirx.IndexMap(list(variables), [expr], None).map_indices(list(values))[0]
+
+
+def _conjuncts(expr: Any) -> list[Any]:
+    if isinstance(expr, tirx.And):
+        return _conjuncts(expr.a) + _conjuncts(expr.b)
+    return [expr]
+
+
+def _zero_padding(body: Any, buffer: str) -> tuple[list[Any], Any] | None:
+    """``(index variables, condition)`` of the one block writing ``buffer`` as
+    ``buffer[v...] = if_then_else(condition, x, 0)``; None for any other producer."""
+    writers = [
+        r.block for r in _realizes(body) if any(w.source.name == buffer for w in r.block.writes)
+    ]
+    if len(writers) != 1:
+        return None
+    store = writers[0].body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tvm.ir.Call):
+        return None
+    call = store.value
+    if not str(call.op.name).endswith("if_then_else") or len(call.args) != 3:
+        return None
+    zero = call.args[2]
+    if not isinstance(zero, tirx.IntImm | tirx.FloatImm) or zero.value != 0:
+        return None
+    if not all(isinstance(i, tirx.Var) for i in store.indices):
+        return None
+    return list(store.indices), call.args[0]
+
+
+def _guard(func: tirx.PrimFunc, name: str, buffer: str) -> tirx.PrimFunc:
+    padding = _zero_padding(func.body, buffer)
+    path = _path(func.body, name)
+    if padding is None or path is None:
+        return func
+    pad_vars, condition = padding
+    realize = path[-1]
+    block = realize.block
+    regions = [r for r in block.reads if r.source.name == buffer]
+    if block.init is not None or len(regions) != 1:
+        return func
+    region = regions[0].region
+    block_vars = [iv.var for iv in block.iter_vars]
+    index = [_substitute(r.min, block_vars, realize.iter_values) for r in region]
+    wide = {v.name for v, r in zip(pad_vars, region, strict=True) if not _is_one(r.extent)}
+    at = {i: s for i, s in enumerate(path) if isinstance(s, tirx.For)}
+    loops = list(at.values())
+    loop_values = [lp.min if _is_one(lp.extent) else lp.loop_var for lp in loops]
+    guards: dict[int, list[Any]] = {}
+    for part in _conjuncts(condition):
+        if {v.name for v in undefined_vars(part)} & wide:
+            continue  # the block reads several elements along this dimension
+        cond = _substitute(
+            _substitute(part, pad_vars, index), [lp.loop_var for lp in loops], loop_values
+        )
+        used = {v.name for v in undefined_vars(cond)}
+        depth = [i for i, lp in at.items() if lp.loop_var.name in used]
+        if not used or len(depth) != len(used):
+            continue  # constant, or depends on something other than loops on the path
+        inner = at[max(depth)]
+        if inner.kind == tirx.ForKind.VECTORIZED or inner.thread_binding is not None:
+            continue
+        j = max(depth) + 1  # wrap the first statement below it that holds the block alone
+        while isinstance(path[j], tirx.SeqStmt) or len(_realizes(path[j])) > 1:
+            j += 1
+        guards.setdefault(j, []).append(cond)
+    if not guards:
+        return func
+    new = realize
+    for j in range(len(path) - 1, -1, -1):
+        if j < len(path) - 1:
+            new = _with_child(path[j], path[j + 1], new)
+        if j in guards:
+            cond = guards[j][0]
+            for c in guards[j][1:]:
+                cond = tirx.And(cond, c)
+            new = tirx.IfThenElse(cond, new, None)
+    return func.with_body(new)
+
+
+def _is_one(extent: Any) -> bool:
+    return isinstance(extent, tirx.IntImm) and extent.value == 1

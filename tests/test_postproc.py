@@ -1,0 +1,147 @@
+"""Postprocessing: the zero-padding reads a tensorized convolution skips (heronlike.postproc).
+
+The guarded program must equal the unguarded one bit for bit and numpy's result; the guards
+must sit above the loops they do not depend on; and nothing may be guarded when skipping would
+be wrong (a non-zero pad value, a reduction that still holds its initialisation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir, te, tirx
+
+from heronlike import ops
+from heronlike.postproc import SKIP_ZERO_READS, postprocess, skip_zero_reads
+from heronlike.sampler import RandSAT
+from heronlike.space import generate_space
+from heronlike.target import get_target
+
+
+def _conv1d(pad_value: int = 0) -> tirx.PrimFunc:
+    """``Y[o, c] = sum_{r, k} Xp[o + r, k] * W[r, k, c]``, ``Xp`` = ``X`` padded by 1 with
+    ``pad_value`` (int32, exact)."""
+    X = te.placeholder((10, 4), "int32", name="X")
+    W = te.placeholder((3, 4, 8), "int32", name="W")
+    Xp = te.compute(
+        (12, 4),
+        lambda i, k: tirx.if_then_else(
+            tirx.all(i >= 1, i < 11), X[i - 1, k], tirx.const(pad_value, "int32")
+        ),
+        name="Xp",
+    )
+    r = te.reduce_axis((0, 3), "r")
+    k = te.reduce_axis((0, 4), "k")
+    Y = te.compute((10, 8), lambda o, c: te.sum(Xp[o + r, k] * W[r, k, c], axis=[r, k]), name="Y")
+    return te.create_prim_func([X, W, Y])
+
+
+def _scheduled(
+    func: tirx.PrimFunc, *, decompose: bool = True, annotate: bool = True
+) -> tvm.IRModule:
+    """Loops ``o, r, k, c`` (``c`` innermost); the update annotated for skipping ``Xp``."""
+    sch = s_tir.Schedule(func)
+    block = sch.get_sblock("Y")
+    o, c, r, k = sch.get_loops(block)
+    sch.reorder(o, r, k, c)
+    if decompose:
+        sch.decompose_reduction(block, r)
+    if annotate:
+        sch.annotate(block, SKIP_ZERO_READS, "Xp")
+    return sch.mod
+
+
+def _run(mod: tvm.IRModule, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    ex = tvm.compile(mod, target="llvm")
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros((10, 8), "int32"), dev)
+    ex["main"](tvm.runtime.tensor(x, dev), tvm.runtime.tensor(w, dev), out)
+    return out.numpy()
+
+
+def _guards(stmt: object) -> list[tirx.IfThenElse]:
+    out: list[tirx.IfThenElse] = []
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tirx.IfThenElse):
+            out.append(s)
+        if isinstance(s, s_tir.SBlockRealize):
+            stack.append(s.block.body)
+        elif isinstance(s, tirx.For):
+            stack.append(s.body)
+        elif isinstance(s, tirx.SeqStmt):
+            stack.extend(s.seq)
+        elif isinstance(s, tirx.IfThenElse):
+            stack.append(s.then_case)
+    return out
+
+
+def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on() -> None:
+    mod = _scheduled(_conv1d())
+    guarded = postprocess(mod)
+    guards = _guards(guarded["main"].body)
+    # one guard per conjunct's loop: both conjuncts (1 <= o + r, o + r < 11) sit inside r,
+    # above k and c, so a whole tap row of the update is skipped at once
+    assert len(guards) == 1
+    assert isinstance(guards[0].then_case, tirx.For)
+    assert guards[0].then_case.loop_var.name == "k"
+    rng = np.random.default_rng(0)
+    x = rng.integers(-100, 100, (10, 4)).astype("int32")
+    w = rng.integers(-100, 100, (3, 4, 8)).astype("int32")
+    xp = np.pad(x, ((1, 1), (0, 0)))
+    expected = sum(xp[r : r + 10] @ w[r] for r in range(3))
+    np.testing.assert_array_equal(_run(mod, x, w), expected)
+    np.testing.assert_array_equal(_run(guarded, x, w), expected)
+
+
+@pytest.mark.parametrize(
+    "case", ["no annotation", "pad value 1", "initialisation inside the update"]
+)
+def test_nothing_is_guarded_where_skipping_would_be_wrong(case: str) -> None:
+    mod = {
+        "no annotation": lambda: _scheduled(_conv1d(), annotate=False),
+        "pad value 1": lambda: _scheduled(_conv1d(pad_value=1)),
+        "initialisation inside the update": lambda: _scheduled(_conv1d(), decompose=False),
+    }[case]()
+    assert postprocess(mod).same_as(mod)
+    assert skip_zero_reads(mod["main"]).same_as(mod["main"])
+
+
+def _conv3d_reference(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    """``x`` (N, D, H, W, CI) and ``w`` (CO, KD, KH, KW, CI) -> (N, D', H', W', CO), int64."""
+    xp = np.pad(x.astype(np.int64), ((0, 0), (pad, pad), (pad, pad), (pad, pad), (0, 0)))
+    co, kd, kh, kw, _ = w.shape
+    n, d, h, wd, _ = xp.shape
+    out = np.zeros((n, d - kd + 1, h - kh + 1, wd - kw + 1, co), np.int64)
+    for a in range(kd):
+        for b in range(kh):
+            for c in range(kw):
+                win = xp[:, a : a + out.shape[1], b : b + out.shape[2], c : c + out.shape[3]]
+                out += win @ w[:, a, b, c].astype(np.int64).T
+    return out
+
+
+def test_tensorized_convolution_skips_its_padding_taps_exactly() -> None:
+    """Every sampled program of a padded 3-D convolution on this CPU's int8 intrinsic (VNNI,
+    else vpmaddwd) is guarded, and equals both its unguarded program and numpy."""
+    target = get_target("llvm")
+    if not target.intrinsics:
+        pytest.skip("this CPU has no int8 dot-product intrinsic (AVX2 or later)")
+    compute = ops.c3d(N=1, D=2, H=5, W=6, CI=8, CO=32, KD=3, KH=3, KW=3, pad=1, dtype="int8")
+    space = generate_space(compute, "llvm")
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (1, 2, 5, 6, 8)).astype("uint8")
+    w = rng.integers(-128, 128, (32, 3, 3, 3, 8)).astype("int8")
+    expected = _conv3d_reference(x, w, 1)
+    args = space.prepare_args([x, w, np.zeros(expected.shape, "int32")])
+    tvm_target = tvm.target.Target(space.target.tvm_target())
+    dev = tvm.cpu()
+    for a in RandSAT(space.csp, seed=3).sample(4):
+        program = space.program(a)
+        assert _guards(program["main"].body), "no padding read is guarded"
+        for mod in (space.apply(a).mod, program):
+            ex = tvm.compile(mod, target=tvm_target)
+            arrays = [tvm.runtime.tensor(arr, dev) for arr in args]
+            ex["main"](*arrays)
+            np.testing.assert_array_equal(arrays[-1].numpy().astype(np.int64), expected)
