@@ -12,7 +12,7 @@ import tvm
 from tvm import s_tir, te, tirx
 
 from heronlike import ops
-from heronlike.postproc import SKIP_ZERO_READS, postprocess, skip_zero_reads
+from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, postprocess, skip_zero_reads
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
 from heronlike.target import get_target
@@ -37,17 +37,20 @@ def _conv1d(pad_value: int = 0) -> tirx.PrimFunc:
 
 
 def _scheduled(
-    func: tirx.PrimFunc, *, decompose: bool = True, annotate: bool = True
+    func: tirx.PrimFunc, *, decompose: bool = True, value: str = "all:Xp", unroll: bool = False
 ) -> tvm.IRModule:
-    """Loops ``o, r, k, c`` (``c`` innermost); the update annotated for skipping ``Xp``."""
+    """Loops ``o, r, k, c`` (``c`` innermost; ``r`` unrolled if ``unroll``); the update
+    annotated with ``value`` (none if empty)."""
     sch = s_tir.Schedule(func)
     block = sch.get_sblock("Y")
     o, c, r, k = sch.get_loops(block)
     sch.reorder(o, r, k, c)
     if decompose:
         sch.decompose_reduction(block, r)
-    if annotate:
-        sch.annotate(block, SKIP_ZERO_READS, "Xp")
+    if unroll:
+        sch.unroll(r)
+    if value:
+        sch.annotate(block, SKIP_ZERO_READS, value)
     return sch.mod
 
 
@@ -77,8 +80,9 @@ def _guards(stmt: object) -> list[tirx.IfThenElse]:
     return out
 
 
-def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on() -> None:
-    mod = _scheduled(_conv1d())
+@pytest.mark.parametrize("place", GUARD_PLACES)
+def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on(place: str) -> None:
+    mod = _scheduled(_conv1d(), value=f"{place}:Xp")
     guarded = postprocess(mod)
     guards = _guards(guarded["main"].body)
     # one guard per conjunct's loop: both conjuncts (1 <= o + r, o + r < 11) sit inside r,
@@ -95,14 +99,20 @@ def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on() -> No
     np.testing.assert_array_equal(_run(guarded, x, w), expected)
 
 
-@pytest.mark.parametrize(
-    "case", ["no annotation", "pad value 1", "initialisation inside the update"]
-)
+def test_outer_guards_stay_out_of_unrolled_loops() -> None:
+    """``r`` unrolled: ``all`` guards each unrolled tap, ``outer`` guards nothing (the only
+    place is inside the unrolled loop)."""
+    assert len(_guards(postprocess(_scheduled(_conv1d(), unroll=True))["main"].body)) == 1
+    mod = _scheduled(_conv1d(), value="outer:Xp", unroll=True)
+    assert postprocess(mod).same_as(mod)
+
+
+@pytest.mark.parametrize("case", ["no annotation", "pad value 1", "initialisation inside"])
 def test_nothing_is_guarded_where_skipping_would_be_wrong(case: str) -> None:
     mod = {
-        "no annotation": lambda: _scheduled(_conv1d(), annotate=False),
+        "no annotation": lambda: _scheduled(_conv1d(), value=""),
         "pad value 1": lambda: _scheduled(_conv1d(pad_value=1)),
-        "initialisation inside the update": lambda: _scheduled(_conv1d(), decompose=False),
+        "initialisation inside": lambda: _scheduled(_conv1d(), decompose=False),
     }[case]()
     assert postprocess(mod).same_as(mod)
     assert skip_zero_reads(mod["main"]).same_as(mod["main"])
@@ -123,8 +133,9 @@ def _conv3d_reference(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
 
 
 def test_tensorized_convolution_skips_its_padding_taps_exactly() -> None:
-    """Every sampled program of a padded 3-D convolution on this CPU's int8 intrinsic (VNNI,
-    else vpmaddwd) is guarded, and equals both its unguarded program and numpy."""
+    """Sampled programs of a padded 3-D convolution on this CPU's int8 intrinsic (VNNI, else
+    vpmaddwd), with each value of the skip_padding knob, equal numpy (and so the unguarded
+    program); with ``all`` every one is guarded."""
     target = get_target("llvm")
     if not target.intrinsics:
         pytest.skip("this CPU has no int8 dot-product intrinsic (AVX2 or later)")
@@ -137,10 +148,12 @@ def test_tensorized_convolution_skips_its_padding_taps_exactly() -> None:
     args = space.prepare_args([x, w, np.zeros(expected.shape, "int32")])
     tvm_target = tvm.target.Target(space.target.tvm_target())
     dev = tvm.cpu()
-    for a in RandSAT(space.csp, seed=3).sample(4):
-        program = space.program(a)
-        assert _guards(program["main"].body), "no padding read is guarded"
-        for mod in (space.apply(a).mod, program):
+    knob = "Y.skip_padding"
+    assert space.csp.vars[knob].knob and space.csp.vars[knob].hi == len(GUARD_PLACES) - 1
+    for sample in RandSAT(space.csp, seed=3).sample(3):
+        programs = [space.program({**sample, knob: v}) for v in range(len(GUARD_PLACES))]
+        assert _guards(programs[GUARD_PLACES.index("all")]["main"].body), "nothing guarded"
+        for mod in (space.apply(sample).mod, *programs):
             ex = tvm.compile(mod, target=tvm_target)
             arrays = [tvm.runtime.tensor(arr, dev) for arr in args]
             ex["main"](*arrays)
