@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from heronlike.csp import In, Le, Select, Sum
 from heronlike.errors import UnsupportedShapeError
 from heronlike.intrinsic import Intrinsic, shape_family
-from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, zero_padding
 from heronlike.template import Choice, Ordered, PackedLayout, Sym
 
 from .base import ConstraintRule, Rule, RuleContext
+from .skip_padding import skip_padding
 
 #: the operand roles an intrinsic's register tiles are counted by
 TILE_ROLES = ("a", "b", "c")
@@ -136,9 +136,9 @@ class ApplyIntrinsic(Rule):
     ``vector_lanes_bytes`` is the vector register width used to vectorise the reduction's
     initialisation and the write-back of the accumulator tile (64 bytes for AVX-512).
 
-    Where an operand is a zero-padding stage, the intrinsic's block is annotated
-    (:data:`heronlike.postproc.SKIP_ZERO_READS`) for the postprocessing to skip the calls that
-    would read its padding, at the places the knob ``<stage>.skip_padding`` picks.
+    Where an operand is a zero-padding stage, the intrinsic's block is annotated for the
+    postprocessing to skip the calls that would read its padding
+    (:func:`~heronlike.rules.skip_padding.skip_padding`).
     """
 
     name = "S1.ApplyIntrinsic"
@@ -168,33 +168,9 @@ class ApplyIntrinsic(Rule):
         )
         (tile,) = ctx.step("blockize", Sym(st.level("T")[0].sym), outs=[f"{block}.tile"])
         ctx.step("tensorize", tile, name)
-        self._skip_padding(ctx, stage, tile)
+        skip_padding(ctx, stage, tile, (st.match.a.buffer, st.match.b.buffer))
         if st.write_back is not None:
             ctx.step("vectorize_innermost", st.write_back, lanes)
-
-    @staticmethod
-    def _skip_padding(ctx: RuleContext, stage: str, tile: Sym) -> None:
-        """The intrinsic adds products of A and B: where a zero-padding stage gives either a
-        zero, the call adds nothing and the postprocessing skips it (:mod:`heronlike.postproc`).
-        Where its guards go is the knob ``<stage>.skip_padding``, an index into
-        :data:`~heronlike.postproc.GUARD_PLACES` (``outer`` never measured slower than no
-        guards; ``all`` from 0.69x to 1.55x of it, by schedule)."""
-        m = ctx.matches[stage]
-        padded = [
-            acc.buffer for acc in (m.a, m.b) if zero_padding(ctx.dag.func, acc.buffer) is not None
-        ]
-        if not padded:
-            return
-        doc = ", ".join(f"{i} {p}" for i, p in enumerate(GUARD_PLACES))
-        knob = ctx.csp.var(
-            f"{stage}.skip_padding",
-            0,
-            len(GUARD_PLACES) - 1,
-            knob=True,
-            doc=f"where the zero-padding reads are skipped: {doc}",
-        )
-        values = tuple(f"{p}:{','.join(padded)}" for p in GUARD_PLACES)
-        ctx.step("annotate", tile, SKIP_ZERO_READS, Choice(knob, values))
 
 
 class AccumulateInTiles(Rule):

@@ -12,7 +12,13 @@ import tvm
 from tvm import s_tir, te, tirx
 
 from heronlike import ops
-from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, postprocess, skip_zero_reads
+from heronlike.postproc import (
+    GUARD_PLACES,
+    SKIP_ZERO_READS,
+    postprocess,
+    skip_zero_reads,
+    zero_share,
+)
 from heronlike.sampler import RandSAT
 from heronlike.space import generate_space
 from heronlike.target import get_target
@@ -158,3 +164,12 @@ def test_tensorized_convolution_skips_its_padding_taps_exactly() -> None:
             arrays = [tvm.runtime.tensor(arr, dev) for arr in args]
             ex["main"](*arrays)
             np.testing.assert_array_equal(arrays[-1].numpy().astype(np.int64), expected)
+
+
+def test_little_padding_gets_outer_guards_and_no_knob() -> None:
+    """A 2-D convolution whose padded input is 36 % padding: no knob, ``outer`` guards."""
+    space = generate_space(ops.c2d(1, 8, 8, 8, 16, 3, 3, pad=1, dtype="int8"), "llvm")
+    assert zero_share(space.dag.func, "Xp") == pytest.approx(0.36)
+    assert not [v for v in space.csp.vars if v.endswith(".skip_padding")]
+    (a,) = RandSAT(space.csp, seed=0).sample(1)
+    assert f'"{SKIP_ZERO_READS}": "outer:Xp"' in space.apply(a).mod.script()

@@ -1,0 +1,47 @@
+"""Skipping the zero padding: the knob and block annotation that :mod:`heronlike.postproc` acts on.
+
+A multiply-accumulate stage ``C += A * B`` whose ``A`` (or ``B``) is a zero-padding stage adds
+nothing for the elements that lie in the padding (a convolution's padding taps). TIR reductions
+have constant bounds, so the schedule cannot leave those taps out; the postprocessing guards
+them with ``if``s instead, where this helper's annotation asks (:data:`~heronlike.postproc.
+GUARD_PLACES`). ``outer`` guards (outside every unrolled loop) never measured slower than none.
+``all`` (also inside the unrolled register tile) ranged from 0.69× to 1.55× of none by schedule,
+and one 16-trial tune of a 28 × 28 convolution spent six trials on ``all`` programs 3× slower
+than its best (Zen 5, int8). So ``all`` is a knob (``<stage>.skip_padding``) only where it has
+much to skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is
+padding (a depth-2 3-D convolution: 62 %, 1.55×); elsewhere the guards are ``outer``.
+"""
+
+from __future__ import annotations
+
+from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, zero_padding, zero_share
+from heronlike.template import Choice, Sym
+
+from .base import RuleContext
+
+ALL_GUARDS_MIN_ZERO_SHARE = 0.5
+"""The share of zeros in a padded operand from which ``all`` guards are a choice."""
+
+
+def skip_padding(ctx: RuleContext, stage: str, block: Sym, operands: tuple[str, ...]) -> None:
+    """Annotate ``block`` (the stage's update, its initialisation already decomposed: a
+    multiply-accumulate of ``operands``) to skip the reads of every operand that is a
+    zero-padding stage (module docstring); nothing when none is."""
+    func = ctx.dag.func
+    padded = [b for b in operands if zero_padding(func, b) is not None]
+    if not padded:
+        return
+    buffers = ",".join(padded)
+    if max(zero_share(func, b) for b in padded) < ALL_GUARDS_MIN_ZERO_SHARE:
+        ctx.step("annotate", block, SKIP_ZERO_READS, f"outer:{buffers}")
+        return
+    doc = ", ".join(f"{i} {p}" for i, p in enumerate(GUARD_PLACES))
+    knob = ctx.csp.var(
+        f"{stage}.skip_padding",
+        0,
+        len(GUARD_PLACES) - 1,
+        knob=True,
+        doc=f"where the zero-padding reads are skipped: {doc}",
+    )
+    values = tuple(f"{p}:{buffers}" for p in GUARD_PLACES)
+    ctx.step("annotate", block, SKIP_ZERO_READS, Choice(knob, values))
