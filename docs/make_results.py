@@ -355,6 +355,18 @@ PRIOR_COLUMNS = (
 )
 
 
+PADDING_SKIP_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("padding share of the input", lambda r: f"{100 * r['zero_share']:.0f} %"),
+    Col("all a knob", lambda r: "yes" if r["knob"] == "True" else "no"),
+    Col("tune picked", "{picked}"),
+    Col("no guards ms", "{none_ms:.4f}"),
+    Col("outer guards, speed vs none", "{outer_speedup:.3f}"),
+    Col("all guards, speed vs none", "{all_speedup:.3f}"),
+)
+
+
 SPACES = {  # file-name fragments of the search-efficiency CSVs -> the space's name
     "gemm1024x1024x1024": "GEMM 1024³",
     "bmm12x512x512x64": "BMM 12×512×512×64",
@@ -878,6 +890,12 @@ TABLES: dict[str, Table] = {
             PRIOR_COLUMNS,
             "python benchmarks/prior_effect.py --seeds 3",
             rows=prior_by_case,
+        ),
+        Table(
+            "padding-skip",
+            ("padding_skip-*.csv",),
+            PADDING_SKIP_COLUMNS,
+            "python benchmarks/padding_skip.py",
         ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",

@@ -10,6 +10,7 @@ import numpy as np
 import tvm
 
 from .library.runtime import to_logical
+from .postproc import postprocess
 from .space import Space
 
 
@@ -34,7 +35,7 @@ class BuiltKernel:
         self.space = space
         self.assignment = dict(assignment)
         self.schedule = space.apply(assignment)
-        self.program = space.program(assignment)
+        self.program = postprocess(self.schedule.mod)  # = space.program(assignment)
         self.executable = tvm.compile(self.program, target=tvm.target.Target(target))
 
     @property

@@ -14,13 +14,13 @@ pad 1, a depth of 2 wastes a third of the work on them (oneDNN skips them; a TIR
 cannot, its taps have constant bounds). A rule that knows a block is a sum of products of a
 buffer (the DL Boost intrinsic rule, :class:`~heronlike.rules.tensorize.ApplyIntrinsic`)
 annotates the block with the buffer's name and where guards may go (``outer``, or a knob
-where the padding is a large share: :mod:`heronlike.rules.skip_padding`). Here each conjunct of the padding condition (``1 <= od + kd``,
-``od + kd < D + 1``, ...) is rewritten in the loop variables of the block's read of that buffer
-and hoisted as an ``if`` just inside the innermost loop it depends on, so a whole row of taps
-(and every intrinsic call under it) is skipped at once. The result is equal to the unguarded
-program's, bit for bit. Measured on a Zen 5, one tuned schedule each, guarded against
-unguarded: C3D5 (depth 2) 1.05x with the ``outer`` guards and 1.55x with ``all``; C3D3 (depth 4)
-1.28x and 0.69x; 2-D convolutions 1.00-1.05x and 0.89-1.07x.
+where the padding is a large share: :mod:`heronlike.rules.skip_padding`). Here each conjunct of
+the padding condition (``1 <= od + kd``, ``od + kd < D + 1``, ...) is rewritten in the loop
+variables of the block's read of that buffer and hoisted as an ``if`` just inside the innermost
+loop it depends on, so a whole row of taps (and every intrinsic call under it) is skipped at
+once. The result is equal to the unguarded program's, bit for bit (for floating point, unless
+a weight is infinite or NaN). What it buys, one tuned schedule per case with and without the
+guards: ``benchmarks/padding_skip.py``.
 
 A conjunct is left out (the program stays correct, it only skips less) when it depends on a
 vectorised or thread-bound loop, on a dimension the block reads more than one element of, or on
@@ -46,7 +46,7 @@ from each), and where guards may go (:data:`GUARD_PLACES`)."""
 GUARD_PLACES = ("outer", "all")
 """``outer``: a guard only outside every unrolled loop (around the register tile, whose unrolled
 code stays branch-free); ``all``: also inside it, per unrolled row (skips more, and can cost
-more than it saves: which is faster depends on the schedule, so a rule makes it a knob)."""
+more than it saves, by schedule: :mod:`heronlike.rules.skip_padding` decides when it is a knob)."""
 
 
 def postprocess(mod: tvm.IRModule) -> tvm.IRModule:
@@ -65,7 +65,7 @@ def skip_zero_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with the padding reads of every :data:`SKIP_ZERO_READS` block guarded by ``if``
     statements hoisted to the loops they depend on (module docstring); ``func`` itself when
     there is nothing to guard."""
-    for name, place, buffers in _annotated(func.body):
+    for name, place, buffers in skip_annotations(func):
         for buffer in buffers:
             func = _guard(func, name, buffer, place)
     return func
@@ -100,10 +100,11 @@ def _realizes(stmt: Any) -> list[Any]:
     return out
 
 
-def _annotated(body: Any) -> list[tuple[str, str, list[str]]]:
-    """``(block name, place, buffers)`` of every :data:`SKIP_ZERO_READS` annotation."""
+def skip_annotations(func: tirx.PrimFunc) -> list[tuple[str, str, list[str]]]:
+    """``(block name, place, buffers)`` of every :data:`SKIP_ZERO_READS` annotation of
+    ``func`` (a place of :data:`GUARD_PLACES`)."""
     out = []
-    for realize in _realizes(body):
+    for realize in _realizes(func.body):
         value = str(realize.block.annotations.get(SKIP_ZERO_READS, ""))
         place, _, buffers = value.partition(":")
         if place in GUARD_PLACES and buffers:

@@ -45,6 +45,7 @@ from .measure.measurer import (
     Measurer,
     ReplayMeasurer,
 )
+from .postproc import postprocess
 from .records import VERSION_KEYS, Records, TrialRecord, current_versions
 from .reference import random_inputs, reference_outputs, save_npz, tolerance
 from .sampler import RandSAT
@@ -861,7 +862,7 @@ def _finish(
         )
     else:
         sch = space.apply(best.assignment)
-        program = space.program(best.assignment)
+        program = postprocess(sch.mod)
     return dict(
         _result_of(space, best, flop, latency),
         kernel=kernel,
@@ -909,7 +910,7 @@ def _finish_simulated(space: Space, top: list[TrialRecord], flop: float) -> dict
         kernel=None,
         correct=None,
         trace=str(sch.trace),
-        script=space.program(best.assignment).script(),
+        script=postprocess(sch.mod).script(),
         finalists=[
             Finalist(r.trial_index, dict(r.assignment), r.latency_s, r.latency_s)  # type: ignore[arg-type]
             for r in top

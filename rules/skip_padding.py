@@ -3,13 +3,14 @@
 A multiply-accumulate stage ``C += A * B`` whose ``A`` (or ``B``) is a zero-padding stage adds
 nothing for the elements that lie in the padding (a convolution's padding taps). TIR reductions
 have constant bounds, so the schedule cannot leave those taps out; the postprocessing guards
-them with ``if``s instead, where this helper's annotation asks (:data:`~heronlike.postproc.
-GUARD_PLACES`). ``outer`` guards (outside every unrolled loop) never measured slower than none.
-``all`` (also inside the unrolled register tile) ranged from 0.69× to 1.55× of none by schedule,
-and one 16-trial tune of a 28 × 28 convolution spent six trials on ``all`` programs 3× slower
-than its best (Zen 5, int8). So ``all`` is a knob (``<stage>.skip_padding``) only where it has
+them with ``if``s instead, where this helper's annotation asks
+(:data:`~heronlike.postproc.GUARD_PLACES`). ``outer`` guards (outside every unrolled loop) never
+measured more than 1 % slower than none. ``all`` (also inside the unrolled register tile)
+ranged from 0.69× to 1.63× of none by schedule, and one 16-trial tune of a 28 × 28 convolution
+spent six trials on ``all`` programs 3× slower than its best (Zen 5, int8; docs/results.md,
+"Skipping the padding taps"). So ``all`` is a knob (``<stage>.skip_padding``) only where it has
 much to skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is
-padding (a depth-2 3-D convolution: 62 %, 1.55×); elsewhere the guards are ``outer``.
+padding (a depth-2 3-D convolution: 62 %); elsewhere the guards are ``outer``.
 """
 
 from __future__ import annotations

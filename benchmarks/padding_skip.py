@@ -1,0 +1,176 @@
+"""What skipping the zero padding (:mod:`heronlike.postproc`) buys, one tuned schedule at a time.
+
+For each padded convolution of Heron's DL Boost table: one tune (CGA, 16 trials in rounds of 8
+by default), then the schedule it returned built three ways, identical but for the padding
+guards: ``none`` (the schedule's own program, every padding tap multiplied), ``outer`` (guards
+outside the unrolled register tile) and ``all`` (also inside it), whatever the tune picked.
+The three are timed side by side in interleaved rounds in this process (``time_evaluator``:
+10 calls per measurement, at least 10 ms, 5 measurements per round, the median over the rounds)
+and their outputs compared bit for bit. Per row: ``zero_share`` (share of the padded input that
+is padding), ``knob`` (whether ``all`` was offered to the search), the place the tune picked,
+the three latencies and ``outer_speedup`` / ``all_speedup`` against ``none``.
+
+    python benchmarks/padding_skip.py                       # the 10 padded cases
+    python benchmarks/padding_skip.py --cases C3D5 --trials 8
+
+Writes ``benchmarks/results/padding_skip-<cpu>-<date>.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import tvm  # noqa: E402
+
+import heronlike  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
+from heronlike.postproc import (  # noqa: E402
+    GUARD_PLACES,
+    SKIP_ZERO_READS,
+    postprocess,
+    skip_annotations,
+    zero_share,
+)
+from heronlike.target import prepare_process_for  # noqa: E402
+
+DEFAULT_CASES = ("C3D5", "C3D3", "C3D1", "C2D5", "C2D1", "D5", "D1", "T5", "T3", "C1D3")
+
+
+def variants(space, assignment) -> dict[str, tvm.IRModule]:
+    """The schedule of ``assignment`` as ``none`` / ``outer`` / ``all`` programs.
+
+    Raises:
+        RuntimeError: the schedule has not exactly one padding annotation.
+    """
+    out = {"none": space.apply(assignment).mod}
+    found = skip_annotations(out["none"]["main"])
+    if len(found) != 1:
+        raise RuntimeError(f"expected one block to skip padding in, found {found}")
+    ((name, _, buffers),) = found
+    for place in GUARD_PLACES:
+        sch = space.apply(assignment)
+        sch.annotate(sch.get_sblock(name), SKIP_ZERO_READS, f"{place}:{','.join(buffers)}")
+        out[place] = postprocess(sch.mod)
+    return out
+
+
+def time_side_by_side(programs: dict[str, tvm.IRModule], space, rounds: int) -> dict[str, float]:
+    """Median seconds of each program over ``rounds`` interleaved rounds; raises
+    AssertionError if their outputs differ."""
+    target = tvm.target.Target(space.target.tvm_target())
+    executables = {k: tvm.compile(m, target=target) for k, m in programs.items()}
+    rng = np.random.default_rng(0)
+    logical = space.logical.params
+    ins = []
+    for p in logical:
+        info = np.iinfo(p.dtype)
+        ins.append(rng.integers(info.min, info.max, p.shape, endpoint=True).astype(p.dtype))
+    ins[-1] = np.zeros(logical[-1].shape, logical[-1].dtype)
+    args = space.prepare_args(ins)
+    dev = tvm.cpu()
+    times: dict[str, list[float]] = {k: [] for k in executables}
+    outputs: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        keys = list(executables)[r % len(executables) :] + list(executables)[: r % len(executables)]
+        for k in keys:
+            arrays = [tvm.runtime.tensor(a, dev) for a in args]
+            ex = executables[k]
+            if k not in outputs:
+                ex["main"](*arrays)
+                outputs[k] = arrays[-1].numpy()
+            timer = ex.mod.time_evaluator("main", dev, number=10, repeat=5, min_repeat_ms=10)
+            times[k].append(timer(*arrays).median)
+    first = next(iter(outputs.values()))
+    for k, out in outputs.items():
+        assert np.array_equal(out, first), f"{k} differs from the unguarded program"
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
+    name, op, params, _ = suite.parse_case(spec)
+    run_params, _ = suite.pad_to_intrinsic(op, params, mode)
+    compute = getattr(heronlike.ops, op)(**run_params, dtype="int8")
+    r = heronlike.tune(
+        compute,
+        mode.target,
+        trials=a.trials,
+        batch_size=a.batch,
+        seed=a.seed,
+        records=work / "records.sqlite",
+        work_dir=work,
+    )
+    space = r.space
+    prepare_process_for(space.target.key)
+    knob = next((v for v in space.csp.vars if v.endswith(".skip_padding")), None)
+    picked = GUARD_PLACES[r.assignment[knob]] if knob else "outer"
+    ms = time_side_by_side(variants(space, r.assignment), space, a.rounds)
+    buffer = "Xd" if op == "t2d" else "Xp"
+    row = dict(
+        case=name,
+        op=op,
+        shape_run=suite._params_text(run_params),
+        target=r.target_key,
+        trials=a.trials,
+        seed=a.seed,
+        zero_share=zero_share(space.dag.func, buffer),
+        knob=knob is not None,
+        picked=picked,
+        none_ms=ms["none"] * 1e3,
+        outer_ms=ms["outer"] * 1e3,
+        all_ms=ms["all"] * 1e3,
+        outer_speedup=ms["none"] / ms["outer"],
+        all_speedup=ms["none"] / ms["all"],
+        cpu_model=cpu_model(),
+        cpu_signature=cpu_signature(),
+        threads=space.target.cores,
+        date=dt.date.today().isoformat(),
+    )
+    print(
+        f"[{name}] zeros {row['zero_share']:.0%}, picked {picked}: none {row['none_ms']:.4f} ms, "
+        f"outer {row['outer_speedup']:.3f}x, all {row['all_speedup']:.3f}x",
+        flush=True,
+    )
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    p.add_argument("--trials", type=int, default=suite.QUICK_TRIALS)
+    p.add_argument("--batch", type=int, default=suite.QUICK_BATCH)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=6, help="interleaved timing rounds")
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
+    a = p.parse_args(argv)
+    mode = suite.resolve_mode("auto")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in a.cases.split(","):
+            work = Path(tmp) / suite._dirname(spec)
+            work.mkdir()
+            rows.append(one_case(spec, a, mode, work))
+    a.out.mkdir(parents=True, exist_ok=True)
+    path = a.out / f"padding_skip-{machine_slug()}-{dt.date.today()}.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
