@@ -116,8 +116,9 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
     prepare_process_for(space.target.key)
     knob = next((v for v in space.csp.vars if v.endswith(".skip_padding")), None)
     picked = GUARD_PLACES[r.assignment[knob]] if knob else "outer"
-    ms = time_side_by_side(variants(space, r.assignment), space, a.rounds)
-    buffer = "Xd" if op == "t2d" else "Xp"
+    programs = variants(space, r.assignment)
+    ms = time_side_by_side(programs, space, a.rounds)
+    ((_, _, buffers),) = skip_annotations(programs["none"]["main"])
     row = dict(
         case=name,
         op=op,
@@ -125,7 +126,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
         target=r.target_key,
         trials=a.trials,
         seed=a.seed,
-        zero_share=zero_share(space.dag.func, buffer),
+        zero_share=max(zero_share(space.dag.func, b) for b in buffers),
         knob=knob is not None,
         picked=picked,
         none_ms=ms["none"] * 1e3,
