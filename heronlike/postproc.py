@@ -31,6 +31,7 @@ it would skip the initialisation too).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,7 +168,8 @@ def zero_padding(func: tirx.PrimFunc, buffer: str) -> tuple[list[Any], Any] | No
     """``(index variables, condition)`` of the one block of ``func`` writing ``buffer`` as
     ``buffer[v...] = if_then_else(condition, x, 0)`` (a zero-padding stage); None for any
     other producer, or none."""
-    return _zero_padding(func.body, buffer)
+    found = _padding_block(func.body, buffer)
+    return None if found is None else found[1:]
 
 
 def zero_share(func: tirx.PrimFunc, buffer: str) -> float:
@@ -175,27 +177,16 @@ def zero_share(func: tirx.PrimFunc, buffer: str) -> float:
     ``1 - source size / padded size`` when its block reads one buffer (the source; each of its
     elements copied once), else 0 (unknown). A depth-2, 14 × 14 input padded by 1 on each side
     is 62 % zeros; a 28 × 28 one 13 %."""
-    if zero_padding(func, buffer) is None:
+    found = _padding_block(func.body, buffer)
+    if found is None:
         return 0.0
-    (writer,) = [r.block for r in _realizes(func.body) if _writes(r.block, buffer)]
-    sources = {r.source.name for r in writer.reads}
+    sources = {r.source.name for r in found[0].reads}
     if len(sources) != 1:
         return 0.0
     (source,) = sources
-    sizes = {b.name: _size(b.shape) for b in _buffers(func)}
+    sizes = {b.name: math.prod(int(d) for d in b.shape) for b in _buffers(func)}
     padded, src = sizes.get(buffer), sizes.get(source)
     return max(0.0, 1.0 - src / padded) if padded and src else 0.0
-
-
-def _writes(block: Any, buffer: str) -> bool:
-    return any(w.source.name == buffer for w in block.writes)
-
-
-def _size(shape: Sequence[Any]) -> int:
-    out = 1
-    for d in shape:
-        out *= int(d)
-    return out
 
 
 def _buffers(func: tirx.PrimFunc) -> list[Any]:
@@ -206,8 +197,11 @@ def _buffers(func: tirx.PrimFunc) -> list[Any]:
     return out
 
 
-def _zero_padding(body: Any, buffer: str) -> tuple[list[Any], Any] | None:
-    writers = [r.block for r in _realizes(body) if _writes(r.block, buffer)]
+def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any] | None:
+    """``(block, index variables, condition)`` of :func:`zero_padding`'s stage, or None."""
+    writers = [
+        r.block for r in _realizes(body) if any(w.source.name == buffer for w in r.block.writes)
+    ]
     if len(writers) != 1:
         return None
     store = writers[0].body
@@ -221,11 +215,11 @@ def _zero_padding(body: Any, buffer: str) -> tuple[list[Any], Any] | None:
         return None
     if not all(isinstance(i, tirx.Var) for i in store.indices):
         return None
-    return list(store.indices), call.args[0]
+    return writers[0], list(store.indices), call.args[0]
 
 
 def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.PrimFunc:
-    padding = _zero_padding(func.body, buffer)
+    padding = zero_padding(func, buffer)
     path = _path(func.body, name)
     if padding is None or path is None:
         return func
