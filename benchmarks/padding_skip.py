@@ -4,11 +4,12 @@ For each padded convolution of Heron's DL Boost table: one tune (CGA, 16 trials 
 by default), then the schedule it returned built three ways, identical but for the padding
 guards: ``none`` (the schedule's own program, every padding tap multiplied), ``outer`` (guards
 outside the unrolled register tile) and ``all`` (also inside it), whatever the tune picked.
-The three are timed side by side in interleaved rounds in this process (``time_evaluator``:
-10 calls per measurement, at least 10 ms, 5 measurements per round, the median over the rounds)
-and their outputs compared bit for bit. Per row: ``zero_share`` (share of the padded input that
-is padding), ``knob`` (whether ``all`` was offered to the search), the place the tune picked,
-the three latencies and ``outer_speedup`` / ``all_speedup`` against ``none``.
+The three are timed by the suite's harness (``suite.time_tvm_kernels``: a fresh process, each
+output checked against the reference, 3 warm-up calls, the median of 15 samples of at least
+10 ms), in interleaved rounds (the order rotated), the median over the rounds. Per row:
+``zero_share`` (share of the padded input that is padding), ``knob`` (whether ``all`` was
+offered to the search), the place the tune picked, the three latencies and ``outer_speedup`` /
+``all_speedup`` against ``none``.
 
     python benchmarks/padding_skip.py                       # the 10 padded cases
     python benchmarks/padding_skip.py --cases C3D5 --trials 8
@@ -44,7 +45,7 @@ from heronlike.postproc import (  # noqa: E402
     skip_annotations,
     zero_share,
 )
-from heronlike.target import prepare_process_for  # noqa: E402
+from heronlike.reference import random_inputs, reference_outputs  # noqa: E402
 
 DEFAULT_CASES = ("C3D5", "C3D3", "C3D1", "C2D5", "C2D1", "D5", "D1", "T5", "T3", "C1D3")
 
@@ -67,35 +68,36 @@ def variants(space, assignment) -> dict[str, tvm.IRModule]:
     return out
 
 
-def time_side_by_side(programs: dict[str, tvm.IRModule], space, rounds: int) -> dict[str, float]:
-    """Median seconds of each program over ``rounds`` interleaved rounds; raises
-    AssertionError if their outputs differ."""
+def time_side_by_side(
+    programs: dict[str, tvm.IRModule], space, rounds: int, work: Path
+) -> dict[str, float]:
+    """Median seconds of each program over ``rounds`` rounds of the suite's harness
+    (:func:`benchmarks.suite.time_tvm_kernels`: a fresh process, every output checked against
+    the reference first), the order rotated from round to round.
+
+    Raises:
+        RuntimeError: a program failed or differs from the reference.
+    """
     target = tvm.target.Target(space.target.tvm_target())
-    executables = {k: tvm.compile(m, target=target) for k, m in programs.items()}
-    rng = np.random.default_rng(0)
-    logical = space.logical.params
-    ins = []
-    for p in logical:
-        info = np.iinfo(p.dtype)
-        ins.append(rng.integers(info.min, info.max, p.shape, endpoint=True).astype(p.dtype))
-    ins[-1] = np.zeros(logical[-1].shape, logical[-1].dtype)
-    args = space.prepare_args(ins)
-    dev = tvm.cpu()
-    times: dict[str, list[float]] = {k: [] for k in executables}
-    outputs: dict[str, np.ndarray] = {}
+    arrays = random_inputs(space.logical, np.random.default_rng(0))
+    expected = reference_outputs(space.logical, arrays)
+    args = space.prepare_args(arrays)
+    kernels = {}
+    for name, mod in programs.items():
+        path = work / f"{name}.so"
+        tvm.compile(mod, target=target).export_library(str(path))
+        kernels[name] = (path, args)
+    names = list(kernels)
+    times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
-        keys = list(executables)[r % len(executables) :] + list(executables)[: r % len(executables)]
-        for k in keys:
-            arrays = [tvm.runtime.tensor(a, dev) for a in args]
-            ex = executables[k]
-            if k not in outputs:
-                ex["main"](*arrays)
-                outputs[k] = arrays[-1].numpy()
-            timer = ex.mod.time_evaluator("main", dev, number=10, repeat=5, min_repeat_ms=10)
-            times[k].append(timer(*arrays).median)
-    first = next(iter(outputs.values()))
-    for k, out in outputs.items():
-        assert np.array_equal(out, first), f"{k} differs from the unguarded program"
+        order = names[r % len(names) :] + names[: r % len(names)]
+        results = suite.time_tvm_kernels(
+            {k: kernels[k] for k in order}, expected, work, space.target.cores
+        )
+        for name, (seconds, correct, message) in results.items():
+            if seconds is None or not correct:
+                raise RuntimeError(f"{name}: {message or 'wrong result'}")
+            times[name].append(seconds)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -113,11 +115,10 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
         work_dir=work,
     )
     space = r.space
-    prepare_process_for(space.target.key)
     knob = next((v for v in space.csp.vars if v.endswith(".skip_padding")), None)
     picked = GUARD_PLACES[r.assignment[knob]] if knob else "outer"
     programs = variants(space, r.assignment)
-    ms = time_side_by_side(programs, space, a.rounds)
+    ms = time_side_by_side(programs, space, a.rounds, work)
     ((_, _, buffers),) = skip_annotations(programs["none"]["main"])
     row = dict(
         case=name,
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=suite.QUICK_TRIALS)
     p.add_argument("--batch", type=int, default=suite.QUICK_BATCH)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=int, default=6, help="interleaved timing rounds")
+    p.add_argument("--rounds", type=int, default=4, help="interleaved timing rounds")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     mode = suite.resolve_mode("auto")

@@ -6,7 +6,7 @@ have constant bounds, so the schedule cannot leave those taps out; the postproce
 them with ``if``s instead, where this helper's annotation asks
 (:data:`~heronlike.postproc.GUARD_PLACES`). ``outer`` guards (outside every unrolled loop) never
 measured more than 1 % slower than none. ``all`` (also inside the unrolled register tile)
-ranged from 0.69× to 1.63× of none by schedule, and one 16-trial tune of a 28 × 28 convolution
+ranged from 0.69× to 1.6× of none by schedule, and one 16-trial tune of a 28 × 28 convolution
 spent six trials on ``all`` programs 3× slower than its best (Zen 5, int8; docs/results.md,
 "Skipping the padding taps"). So ``all`` is a knob (``<stage>.skip_padding``) only where it has
 much to skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is
