@@ -37,9 +37,12 @@ summary then say that the VNNI figures are unmeasured (``--mode`` forces a mode)
 geometric means are printed over all rows and over the rows where both sides used VNNI.
 
 **Curves.** Beside the latency at equal trials, each tuner's curve (after every batch: trials,
-seconds since the tune call, best tuning-time latency): trials and seconds until it reached 95%
-of its own final best, and each tuner's best within the search time of the tuner that finished
-first (``eq_wall_s``: equal wall time; empty when a tuner had no result yet by then).
+seconds since the tune call, best tuning-time latency) and its trials one by one in the order it
+measured them (``*_trial_ms``: heronlike's records in trial-index order, MetaSchedule's database
+in commit order; empty = a failed trial): the trials until its best reached 95% of its own final
+best (counted one by one, both tuners alike), the seconds until the batch holding that trial
+was measured, and each tuner's best within the search time of the tuner that finished first
+(``eq_wall_s``: equal wall time; empty when a tuner had no result yet by then).
 
 **% of peak**: of the compute peak measured on this machine by :func:`benchmarks.peak.
 measure_peaks` on all cores, the VNNI ``vpdpbusd`` kernel in VNNI mode, the fp32 FMA kernel
@@ -356,6 +359,72 @@ def curve_metrics(curve: Sequence[tuple[int, float, float | None]]) -> dict[str,
             out["trials_to_95"], out["s_to_95"] = n, s
             break
     return out
+
+
+def trials_to_converge(latencies: Sequence[float | None]) -> int | None:
+    """Trials (1-based, in the order measured) until the best so far reached
+    :data:`CONVERGED` of the final best throughput; ``None`` when no trial succeeded.
+
+    Args:
+        latencies: each trial's tuning-time latency in seconds, ``None`` for a failed one.
+    """
+    final = min((lat for lat in latencies if lat), default=None)
+    if final is None:
+        return None
+    return next(i for i, lat in enumerate(latencies, 1) if lat and final / lat >= CONVERGED)
+
+
+def trial_latencies(case_dir: Path) -> dict[str, list[float | None]]:
+    """Each tuner's trials of one case in the order it measured them, as tuning-time latencies
+    (seconds; ``None`` for a failed trial): ``"heronlike"`` from its records (trial-index
+    order), ``"ms"`` from MetaSchedule's JSON database (commit order, median of its run
+    seconds). A tuner whose files are missing is left out."""
+    import json
+    import statistics
+
+    import heronlike
+    from benchmarks.metaschedule import FAILED_RUN_SECS
+
+    out: dict[str, list[float | None]] = {}
+    records = case_dir / "heronlike" / "records.sqlite"
+    if records.exists():
+        db = heronlike.Records(records)
+        try:
+            for w in db.workloads():  # one workload per case folder
+                trials = db.trials(w["workload_key"], w["target_key"])
+                out["heronlike"] = [t.latency_s if t.ok else None for t in trials]
+        finally:
+            db.close()
+    database = case_dir / "metaschedule" / "database_tuning_record.json"
+    if database.exists():
+        lats: list[float | None] = []
+        for line in database.read_text().splitlines():
+            if line.strip():
+                secs = [float(x) for x in json.loads(line)[1][1] or []]
+                lat = statistics.median(secs) if secs else None
+                lats.append(lat if lat is not None and lat < FAILED_RUN_SECS / 10 else None)
+        out["ms"] = lats
+    return out
+
+
+def trials_text(latencies: Sequence[float | None]) -> str:
+    """Trial latencies in one CSV cell: milliseconds, ``;``-separated, empty = failed."""
+    return ";".join("" if lat is None else f"{lat * 1e3:.6g}" for lat in latencies)
+
+
+def parse_trials(text: str | None) -> list[float | None]:
+    """Inverse of :func:`trials_text` (latencies back in seconds)."""
+    return [float(v) / 1e3 if v else None for v in (text or "").split(";")] if text else []
+
+
+def add_trial_columns(row: dict[str, Any], case_dir: Path) -> None:
+    """``*_trial_ms`` from the case's work folder and ``*_trials_to_95`` counted from them,
+    one trial at a time (rows measured before the column existed keep their per-batch count
+    when the folder is gone)."""
+    for who, lats in trial_latencies(case_dir).items():
+        if lats and row.get(f"{who}_trials") in (None, len(lats)):
+            row[f"{who}_trial_ms"] = trials_text(lats)
+            row[f"{who}_trials_to_95"] = trials_to_converge(lats)
 
 
 def best_at(curve: Sequence[tuple[int, float, float | None]], seconds: float) -> float | None:
@@ -785,6 +854,7 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
     t, row["numpy_impl"] = numpy_op(op, run_params, threads=tgt.cores, repeat=HARNESS_SAMPLES)
     row["numpy_ms"] = t * 1e3 if t else None
     derive(row, flop, peak[1])
+    add_trial_columns(row, case_dir)
     row["case_s"] = time.perf_counter() - t_case
     print(f"[{name}] {_summary(row)}", flush=True)
     return row
@@ -860,7 +930,7 @@ COLUMNS = (
     "heronlike_tune_s", "ms_tune_s", "heronlike_correct", "ms_correct",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
     "heronlike_target", "ms_target", "timing", "vnni_note",
-    "heronlike_curve", "ms_curve", "case_s",
+    "heronlike_curve", "ms_curve", "heronlike_trial_ms", "ms_trial_ms", "case_s",
     "cpu_model", "cpu_signature", "date",
 )  # fmt: skip
 
@@ -880,7 +950,7 @@ _TEXT_COLUMNS = {
     "explorer",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
     "heronlike_target", "ms_target", "timing", "vnni_note", "heronlike_curve", "ms_curve",
-    "cpu_model", "cpu_signature", "date",
+    "heronlike_trial_ms", "ms_trial_ms", "cpu_model", "cpu_signature", "date",
 }  # fmt: skip
 
 
@@ -1267,6 +1337,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": csv_path.with_name(stem.replace("suite-", "suite_summary-", 1) + ".csv"),
     }
     rows = read_csv(csv_path) if resuming else []
+    old = [r for r in rows if not r.get("heronlike_trial_ms") and not r.get("ms_trial_ms")]
+    for row in old:  # a CSV written before the per-trial columns: fill them from its folders
+        add_trial_columns(row, paths["work"] / _dirname(str(row["case"])))
+    if any(r.get("heronlike_trial_ms") or r.get("ms_trial_ms") for r in old):
+        write_csv(rows, csv_path)
     redo = {parse_case(c)[0] for c in args.redo}
     done = {
         str(r["case"])

@@ -73,6 +73,14 @@ def test_curve_figures() -> None:
     assert back[0][2] is None and back[-1][2] == pytest.approx(1e-3)
 
 
+def test_trials_to_95_counts_trials_one_by_one() -> None:
+    lats = [None, 3e-3, 1.04e-3, 2e-3, 1e-3]  # None: a failed trial
+    assert suite.trials_to_converge(lats) == 3  # 1/1.04 >= 0.95
+    assert suite.trials_to_converge([None, None]) is None
+    back = suite.parse_trials(suite.trials_text(lats))
+    assert back[0] is None and back[1:] == pytest.approx(lats[1:])
+
+
 def test_derive_equal_wall_time() -> None:
     row = {
         "heronlike_ms": 1.0,
@@ -254,6 +262,12 @@ def _check_outputs(
     assert row["mode"] == suite.resolve_mode().name and row["vnni_note"]
     for col in ("heronlike_curve", "heronlike_search_s", "heronlike_trials_to_95"):
         assert row[col], col
+    lats = suite.parse_trials(row["heronlike_trial_ms"])  # every trial, in the order measured
+    assert len(lats) == trials
+    assert int(row["heronlike_trials_to_95"]) == suite.trials_to_converge(lats)
+    assert min(lat for lat in lats if lat) * 1e3 == pytest.approx(
+        float(row["heronlike_tuning_best_ms"]), rel=1e-4
+    )
     assert float(row["heronlike_ms"]) > 0 and float(row["numpy_ms"]) > 0
     assert row["padded"] == "" and row["shape_run"] == row["params"]
     if row["peak_gops"]:
@@ -277,6 +291,13 @@ def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
     again = _run_suite(tmp_path, "--no-metaschedule")  # the same command resumes
     assert "1 cases done, 0 to run" in again.stdout
     assert csv_path.read_text() == before
+    # a CSV written before the per-trial columns gets them from the case's work folder
+    rows = suite.read_csv(csv_path)
+    rows[0]["heronlike_trial_ms"] = rows[0]["heronlike_trials_to_95"] = None
+    suite.write_csv(rows, csv_path)
+    assert csv_path.read_text() != before
+    _run_suite(tmp_path, "--no-metaschedule")
+    assert csv_path.read_text() == before
 
 
 @pytest.mark.slow
@@ -287,6 +308,9 @@ def test_tiny_suite_run_with_metaschedule(tmp_path: Path) -> None:
     row = _check_outputs(tmp_path, proc, trials=4)
     assert row["ms_status"] == "ok" and row["ms_correct"] == "True"
     assert row["ms_vnni"] in ("True", "False") and row["ms_curve"] and row["eq_wall_s"]
+    lats = suite.parse_trials(row["ms_trial_ms"])  # MetaSchedule's database, commit order
+    assert len(lats) == int(row["ms_trials"])
+    assert int(row["ms_trials_to_95"]) == suite.trials_to_converge(lats)
     assert float(row["speedup_vs_ms"]) == pytest.approx(
         float(row["ms_ms"]) / float(row["heronlike_ms"])
     )
