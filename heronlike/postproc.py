@@ -22,11 +22,16 @@ once. The result is equal to the unguarded program's, bit for bit (for floating 
 a weight is infinite or NaN). What it buys, one tuned schedule per case with and without the
 guards: ``benchmarks/padding_skip.py``.
 
+Where the padding stage was inlined into the block (the general rule set inlines it:
+:class:`~heronlike.rules.general.VectorizeGeneral` annotates the update block), there is no
+padding block: the condition is the block's own factor, its update being
+``C[i] = C[i] + if_then_else(c, x, 0) * w`` (:func:`inline_zero_condition`).
+
 A conjunct is left out (the program stays correct, it only skips less) when it depends on a
 vectorised or thread-bound loop, on a dimension the block reads more than one element of, or on
 anything but loop variables; nothing is guarded when the buffer's producer is not exactly one
-zero-padding block or the annotated block still holds its reduction's initialisation (skipping
-it would skip the initialisation too).
+zero-padding block (nor inlined as above) or the annotated block still holds its reduction's
+initialisation (skipping it would skip the initialisation too).
 """
 
 from __future__ import annotations
@@ -218,21 +223,85 @@ def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any] | None:
     return writers[0], list(store.indices), call.args[0]
 
 
-def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.PrimFunc:
-    padding = zero_padding(func, buffer)
-    path = _path(func.body, name)
-    if padding is None or path is None:
-        return func
-    pad_vars, condition = padding
-    realize = path[-1]
+def inline_zero_condition(block: Any) -> Any | None:
+    """The condition ``c`` of a block whose body is ``C[i] = C[i] + f_1 * ... * f_n`` (casts
+    allowed) with a factor ``if_then_else(c, x, 0)``: a zero-padding stage inlined into a
+    multiply-accumulate (or a sum), whose update adds nothing where ``c`` is false; None for
+    any other block."""
+    store = block.body
+    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
+        return None
+    a, b = store.value.a, store.value.b
+    term = b if _loads_itself(a, store) else a if _loads_itself(b, store) else None
+    for factor in _factors(term) if term is not None else []:
+        if (
+            isinstance(factor, tvm.ir.Call)
+            and str(factor.op.name).endswith("if_then_else")
+            and len(factor.args) == 3
+            and _is_zero(factor.args[2])
+        ):
+            return factor.args[0]
+    return None
+
+
+def _loads_itself(expr: Any, store: Any) -> bool:
+    return (
+        isinstance(expr, tvm.ir.expr.TensorLoad)  # TVM 0.27's buffer load
+        and expr.source.same_as(store.buffer)
+        and len(expr.indices) == len(store.indices)
+        and all(i.same_as(j) for i, j in zip(expr.indices, store.indices))
+    )
+
+
+def _factors(expr: Any) -> list[Any]:
+    """The factors of a product, looking through casts (a cast of zero is zero)."""
+    if isinstance(expr, tirx.Mul):
+        return _factors(expr.a) + _factors(expr.b)
+    if isinstance(expr, tirx.Cast):
+        return _factors(expr.value)
+    return [expr]
+
+
+def _is_zero(expr: Any) -> bool:
+    if isinstance(expr, tirx.Cast):
+        return _is_zero(expr.value)
+    return isinstance(expr, tirx.IntImm | tirx.FloatImm) and expr.value == 0
+
+
+def _zero_condition(
+    func: tirx.PrimFunc, realize: Any, buffer: str
+) -> tuple[list[Any], list[Any], Any, set[str]] | None:
+    """``(variables, their values in loop variables, condition, wide)``: the condition under
+    which the block of ``realize`` reads a non-zero element of ``buffer``, in ``variables``,
+    from ``buffer``'s zero-padding block, else from the padding inlined into the block
+    (:func:`inline_zero_condition`); ``wide``: the variables along which the block reads more
+    than one element (no guard may test them). None when neither is there."""
     block = realize.block
-    regions = [r for r in block.reads if r.source.name == buffer]
-    if block.init is not None or len(regions) != 1:
-        return func
-    region = regions[0].region
     block_vars = [iv.var for iv in block.iter_vars]
+    padding = zero_padding(func, buffer)
+    if padding is None:
+        condition = inline_zero_condition(block)
+        if condition is None:
+            return None
+        return block_vars, list(realize.iter_values), condition, set()
+    pad_vars, condition = padding
+    regions = [r for r in block.reads if r.source.name == buffer]
+    if len(regions) != 1:
+        return None
+    region = regions[0].region
     index = [_substitute(r.min, block_vars, realize.iter_values) for r in region]
     wide = {v.name for v, r in zip(pad_vars, region, strict=True) if not _is_one(r.extent)}
+    return pad_vars, index, condition, wide
+
+
+def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.PrimFunc:
+    path = _path(func.body, name)
+    if path is None or path[-1].block.init is not None:
+        return func
+    found = _zero_condition(func, path[-1], buffer)
+    if found is None:
+        return func
+    pad_vars, index, condition, wide = found
     at = {i: s for i, s in enumerate(path) if isinstance(s, tirx.For)}
     loops = list(at.values())
     loop_values = [lp.min if _is_one(lp.extent) else lp.loop_var for lp in loops]
@@ -258,7 +327,7 @@ def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.Prim
         guards.setdefault(j, []).append(cond)
     if not guards:
         return func
-    new = realize
+    new = path[-1]
     for j in range(len(path) - 1, -1, -1):
         if j < len(path) - 1:
             new = _with_child(path[j], path[j + 1], new)

@@ -14,7 +14,8 @@ vector level ``V`` on its output's contiguous axis, parallelised and unrolled by
   vector loads are contiguous (``W[j, k]`` of a float32 GEMM is stored ``[k, j]``).
 * :class:`VectorizeGeneral`: on a tiled stage that is not tensorized, ``V`` is vectorised
   (C: its extent is a divisor of the axis, C3, and at most one vector register, LE), the
-  reduction's initialisation is separated and vectorised, and so is the write-back.
+  reduction's initialisation is separated and vectorised, and so is the write-back; a
+  convolution's padding taps are skipped (:mod:`~heronlike.rules.skip_padding`).
 * :class:`ScheduleInjective`: a stand-alone element-wise output stage: outer loops fused and
   parallel, the innermost loop split to one vector register (a knob-chosen one to four with
   the general rule set) and vectorised, an unroll-depth knob on the parallel loop. Its parallel
@@ -36,6 +37,7 @@ from .base import Rule, RuleContext
 from .constraints import add_candidates, divisors
 from .parallel import unroll_knob
 from .rows import set_row
+from .skip_padding import skip_padding
 
 
 def _inlinable(ctx: RuleContext, stage: str) -> bool:
@@ -199,7 +201,9 @@ class VectorizeGeneral(Rule):
     """Condition: a tiled stage that no intrinsic runs. Apply: vectorise its ``V`` loop
     (constraint: extent at most one vector register of the output dtype), split the
     reduction's initialisation off (``decompose_reduction``, after ``parallel`` as TVM
-    requires) and vectorise it and the write-back's innermost loop.
+    requires) and vectorise it and the write-back's innermost loop. A multiply-accumulate
+    that reads a zero-padding stage (inlined into it by Always-Inline) has its padding taps
+    skipped (:func:`~heronlike.rules.skip_padding.skip_padding`).
 
     Args:
         vector_bytes: vector register width in bytes (64 for AVX-512).
@@ -231,6 +235,9 @@ class VectorizeGeneral(Rule):
                 "decompose_reduction", block, Sym(reduce[0].sym), outs=[f"{block}.init"]
             )
             ctx.step("vectorize_innermost", init, lanes)
+            mac = st.stage.mac
+            if mac is not None:  # a convolution's padding taps (inlined here) are skipped
+                skip_padding(ctx, stage, block, (mac.a.buffer, mac.b.buffer))
         if st.write_back is not None:
             ctx.step("vectorize_innermost", st.write_back, lanes)
 

@@ -43,11 +43,18 @@ def _conv1d(pad_value: int = 0) -> tirx.PrimFunc:
 
 
 def _scheduled(
-    func: tirx.PrimFunc, *, decompose: bool = True, value: str = "all:Xp", unroll: bool = False
+    func: tirx.PrimFunc,
+    *,
+    decompose: bool = True,
+    value: str = "all:Xp",
+    unroll: bool = False,
+    inline: bool = False,
 ) -> tvm.IRModule:
     """Loops ``o, r, k, c`` (``c`` innermost; ``r`` unrolled if ``unroll``); the update
-    annotated with ``value`` (none if empty)."""
+    annotated with ``value`` (none if empty); ``Xp`` inlined into it if ``inline``."""
     sch = s_tir.Schedule(func)
+    if inline:
+        sch.compute_inline(sch.get_sblock("Xp"))
     block = sch.get_sblock("Y")
     o, c, r, k = sch.get_loops(block)
     sch.reorder(o, r, k, c)
@@ -86,9 +93,12 @@ def _guards(stmt: object) -> list[tirx.IfThenElse]:
     return out
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["padding block", "padding inlined"])
 @pytest.mark.parametrize("place", GUARD_PLACES)
-def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on(place: str) -> None:
-    mod = _scheduled(_conv1d(), value=f"{place}:Xp")
+def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on(
+    place: str, inline: bool
+) -> None:
+    mod = _scheduled(_conv1d(), value=f"{place}:Xp", inline=inline)
     guarded = postprocess(mod)
     guards = _guards(guarded["main"].body)
     # one guard per conjunct's loop: both conjuncts (1 <= o + r, o + r < 11) sit inside r,
@@ -113,11 +123,14 @@ def test_outer_guards_stay_out_of_unrolled_loops() -> None:
     assert postprocess(mod).same_as(mod)
 
 
-@pytest.mark.parametrize("case", ["no annotation", "pad value 1", "initialisation inside"])
+@pytest.mark.parametrize(
+    "case", ["no annotation", "pad value 1", "pad value 1 inlined", "initialisation inside"]
+)
 def test_nothing_is_guarded_where_skipping_would_be_wrong(case: str) -> None:
     mod = {
         "no annotation": lambda: _scheduled(_conv1d(), value=""),
         "pad value 1": lambda: _scheduled(_conv1d(pad_value=1)),
+        "pad value 1 inlined": lambda: _scheduled(_conv1d(pad_value=1), inline=True),
         "initialisation inside": lambda: _scheduled(_conv1d(), decompose=False),
     }[case]()
     assert postprocess(mod).same_as(mod)
@@ -125,16 +138,18 @@ def test_nothing_is_guarded_where_skipping_would_be_wrong(case: str) -> None:
 
 
 def _conv3d_reference(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
-    """``x`` (N, D, H, W, CI) and ``w`` (CO, KD, KH, KW, CI) -> (N, D', H', W', CO), int64."""
-    xp = np.pad(x.astype(np.int64), ((0, 0), (pad, pad), (pad, pad), (pad, pad), (0, 0)))
+    """``x`` (N, D, H, W, CI) and ``w`` (CO, KD, KH, KW, CI) -> (N, D', H', W', CO), int64
+    (float64 for floating-point inputs)."""
+    acc = np.float64 if np.issubdtype(x.dtype, np.floating) else np.int64
+    xp = np.pad(x.astype(acc), ((0, 0), (pad, pad), (pad, pad), (pad, pad), (0, 0)))
     co, kd, kh, kw, _ = w.shape
     n, d, h, wd, _ = xp.shape
-    out = np.zeros((n, d - kd + 1, h - kh + 1, wd - kw + 1, co), np.int64)
+    out = np.zeros((n, d - kd + 1, h - kh + 1, wd - kw + 1, co), acc)
     for a in range(kd):
         for b in range(kh):
             for c in range(kw):
                 win = xp[:, a : a + out.shape[1], b : b + out.shape[2], c : c + out.shape[3]]
-                out += win @ w[:, a, b, c].astype(np.int64).T
+                out += win @ w[:, a, b, c].astype(acc).T
     return out
 
 
@@ -173,3 +188,34 @@ def test_little_padding_gets_outer_guards_and_no_knob() -> None:
     assert not [v for v in space.csp.vars if v.endswith(".skip_padding")]
     (a,) = RandSAT(space.csp, seed=0).sample(1)
     assert f'"{SKIP_ZERO_READS}": "outer:Xp"' in space.apply(a).mod.script()
+
+
+def test_general_rule_set_skips_the_inlined_padding_taps_exactly() -> None:
+    """A float32 3-D convolution on the general rule set (no intrinsic; the padding stage
+    inlined into the update): every knob value's program equals the unguarded one bit for bit
+    and numpy; with ``all`` every sampled program is guarded."""
+    compute = ops.c3d(N=1, D=2, H=5, W=6, CI=8, CO=16, KD=3, KH=3, KW=3, pad=1, dtype="float32")
+    space = generate_space(compute, "llvm")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 5, 6, 8)).astype("float32")
+    w = rng.standard_normal((16, 3, 3, 3, 8)).astype("float32")
+    expected = _conv3d_reference(x, w, 1)
+    args = space.prepare_args([x, w, np.zeros(expected.shape, "float32")])
+    tvm_target = tvm.target.Target(space.target.tvm_target())
+    dev = tvm.cpu()
+    knob = "Y.skip_padding"
+    assert space.csp.vars[knob].knob and space.csp.vars[knob].hi == len(GUARD_PLACES) - 1
+    for sample in RandSAT(space.csp, seed=4).sample(3):
+        plain = space.apply(sample).mod
+        assert 'sblock("Xp")' not in plain.script()  # inlined into the update
+        programs = [space.program({**sample, knob: v}) for v in range(len(GUARD_PLACES))]
+        assert _guards(programs[GUARD_PLACES.index("all")]["main"].body), "nothing guarded"
+        outputs = []
+        for mod in (plain, *programs):
+            ex = tvm.compile(mod, target=tvm_target)
+            arrays = [tvm.runtime.tensor(arr, dev) for arr in args]
+            ex["main"](*arrays)
+            outputs.append(arrays[-1].numpy())
+        for out in outputs[1:]:
+            np.testing.assert_array_equal(out, outputs[0])
+        np.testing.assert_allclose(outputs[0], expected, rtol=1e-4, atol=1e-4)
