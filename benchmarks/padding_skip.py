@@ -13,8 +13,13 @@ offered to the search), the place the tune picked, the three latencies and ``out
 
     python benchmarks/padding_skip.py                       # the 10 padded cases
     python benchmarks/padding_skip.py --cases C3D5 --trials 8
+    python benchmarks/padding_skip.py --dtype float32       # the general rule set
 
-Writes ``benchmarks/results/padding_skip-<cpu>-<date>.csv``.
+``--dtype int8`` (default) tunes on the suite's mode (DL Boost where the CPU has VNNI; the
+padding stage feeds the intrinsic); ``--dtype float32`` on ``llvm``, whose general rule set
+inlines the padding stage into the convolution (the guards then test the update's own
+``if_then_else``). Writes ``benchmarks/results/padding_skip-<cpu>-<date>.csv``
+(``padding_skip_float32-…`` for float32).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -87,27 +91,26 @@ def time_side_by_side(
         path = work / f"{name}.so"
         tvm.compile(mod, target=target).export_library(str(path))
         kernels[name] = (path, args)
-    names = list(kernels)
-    times: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        results = suite.time_tvm_kernels(
-            {k: kernels[k] for k in order}, expected, work, space.target.cores
-        )
-        for name, (seconds, correct, message) in results.items():
-            if seconds is None or not correct:
-                raise RuntimeError(f"{name}: {message or 'wrong result'}")
-            times[name].append(seconds)
-    return {k: statistics.median(v) for k, v in times.items()}
+    results = suite.time_tvm_kernels(kernels, expected, work, space.target.cores, rounds)
+    out = {}
+    for name, (seconds, correct, message) in results.items():
+        if seconds is None or not correct:
+            raise RuntimeError(f"{name}: {message or 'wrong result'}")
+        out[name] = seconds
+    return out
 
 
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
     name, op, params, _ = suite.parse_case(spec)
-    run_params, _ = suite.pad_to_intrinsic(op, params, mode)
-    compute = getattr(heronlike.ops, op)(**run_params, dtype="int8")
+    if a.dtype == "int8":
+        run_params, _ = suite.pad_to_intrinsic(op, params, mode)
+        target = mode.target
+    else:  # the general rule set: no intrinsic, nothing padded to one
+        run_params, target = params, "llvm"
+    compute = getattr(heronlike.ops, op)(**run_params, dtype=a.dtype)
     r = heronlike.tune(
         compute,
-        mode.target,
+        target,
         trials=a.trials,
         batch_size=a.batch,
         seed=a.seed,
@@ -124,6 +127,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
         case=name,
         op=op,
         shape_run=suite._params_text(run_params),
+        dtype=a.dtype,
         target=r.target_key,
         trials=a.trials,
         seed=a.seed,
@@ -155,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=suite.QUICK_BATCH)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=4, help="interleaved timing rounds")
+    p.add_argument(
+        "--dtype",
+        choices=("int8", "float32"),
+        default="int8",
+        help="int8: the suite's mode (DL Boost on a VNNI CPU); float32: llvm's general rules",
+    )
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     mode = suite.resolve_mode("auto")
@@ -165,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             rows.append(one_case(spec, a, mode, work))
     a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / f"padding_skip-{machine_slug()}-{dt.date.today()}.csv"
+    stem = "padding_skip" if a.dtype == "int8" else f"padding_skip_{a.dtype}"
+    path = a.out / f"{stem}-{machine_slug()}-{dt.date.today()}.csv"
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()

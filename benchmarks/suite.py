@@ -20,7 +20,9 @@ step after the other (no two tuners or timings overlap):
 thread environment (``thread_env(cores)``: TVM, OpenMP, BLAS), 3 warm-up calls, then the median
 of 15 samples of at least 10 ms each (:func:`heronlike.baselines._median_time`); the two tuned
 kernels are loaded from their exported libraries, called from Python like the libraries, and
-their outputs checked against the numpy reference first (outputs poisoned before the run).
+their outputs checked against the numpy reference first (outputs poisoned before the run), in
+``HARNESS_ROUNDS`` such processes with their order rotated, the median over them (a
+microsecond kernel timed first right after the tunes once read twice its later time).
 
 **Same shape for everyone (padding).** Where heronlike would pad a shape to the VNNI tile
 (``n % 16``, ``k % 4``: G3 and G5 with N = 1000), the case runs the padded shape for *every*
@@ -181,6 +183,9 @@ FINALISTS, FINAL_REPEAT = 2, 5
 FINAL_NUMBER = 10
 #: the one timing harness: median of this many samples (each >= 10 ms) after 3 warm-up calls
 HARNESS_SAMPLES = 15
+#: ... in this many fresh processes, the tuned kernels' order rotated, the median over them (a
+#: 1.4-us kernel timed first right after the tunes read 2.8 us in one of them, 1.6 us after)
+HARNESS_ROUNDS = 3
 #: a tuner has "converged" when its best reaches this fraction of its own final best
 CONVERGED = 0.95
 
@@ -499,10 +504,19 @@ def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samp
 
 
 def time_tvm_kernels(
-    kernels: dict[str, tuple[Path, list]], expected: dict, work: Path, threads: int
+    kernels: dict[str, tuple[Path, list]],
+    expected: dict,
+    work: Path,
+    threads: int,
+    rounds: int = HARNESS_ROUNDS,
 ) -> dict[str, tuple[float | None, bool, str]]:
     """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
-    harness in one fresh process; ``name -> (seconds or None, correct, message)``."""
+    harness: ``rounds`` fresh processes, one after the other, each timing every kernel in
+    turn, the order rotated by one from round to round (so no kernel is always the first
+    timed after the tunes); ``name -> (median seconds over the rounds or None, correct in every
+    round, message)``."""
+    import statistics
+
     import numpy as np
 
     from heronlike.measure import run_in_subprocess
@@ -511,27 +525,41 @@ def time_tvm_kernels(
         return {}
     exp_path = work / "harness_expected.npz"
     np.savez(exp_path, **{f"arg{i}": a for i, a in expected.items()})
-    items = []
+    items = {}
     for name, (so, arrays) in kernels.items():
         args_path = work / f"harness_args_{name}.npz"
         np.savez(args_path, **{f"arg{i}": a for i, a in enumerate(arrays)})
-        items.append((str(so), str(args_path)))
+        items[name] = (str(so), str(args_path))
+    names = list(kernels)
+    seen: dict[str, list[tuple[float | None, bool, str]]] = {k: [] for k in names}
     try:
-        results = run_in_subprocess(
-            _worker("_tvm_kernels_worker"),
-            items,
-            str(exp_path),
-            HARNESS_SAMPLES,
-            timeout_s=600,
-            num_threads=threads,
-        )
-    except Exception as err:  # noqa: BLE001 - a kernel that crashes the process is data
-        results = [(None, False, f"harness: {_short(err)}")] * len(items)
+        for r in range(max(1, rounds)):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            try:
+                results = run_in_subprocess(
+                    _worker("_tvm_kernels_worker"),
+                    [items[k] for k in order],
+                    str(exp_path),
+                    HARNESS_SAMPLES,
+                    timeout_s=600,
+                    num_threads=threads,
+                )
+            except Exception as err:  # noqa: BLE001 - a kernel that crashes the process is data
+                results = [(None, False, f"harness: {_short(err)}")] * len(order)
+            for name, result in zip(order, results, strict=True):
+                seen[name].append(result)
     finally:
         exp_path.unlink(missing_ok=True)
-        for _, args_path in items:
+        for _, args_path in items.values():
             Path(args_path).unlink(missing_ok=True)
-    return dict(zip(kernels, results, strict=True))
+    out = {}
+    for name, results in seen.items():
+        bad = next((res for res in results if res[0] is None or not res[1]), None)
+        if bad is not None:
+            out[name] = bad
+        else:
+            out[name] = (statistics.median(res[0] for res in results), True, "")
+    return out
 
 
 #: the harness's PyTorch worker: every int8 CPU path PyTorch has, the fastest kept
@@ -789,11 +817,13 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
         "batch": args.batch,
         "time_limit_s": args.time_limit,
         "explorer": args.explorer,
+        "seed": args.seed,
         "threads": tgt.cores,  # every tuner and every timing of the case runs on this many
         "peak_kernel": peak[0] or peak[2],
         "peak_gops": peak[1] / 1e9 if peak[1] else None,
         "timing": f"harness: fresh process, {tgt.cores} threads, 3 warm-up calls, median of "
-        f"{HARNESS_SAMPLES} samples >= 10 ms",
+        f"{HARNESS_SAMPLES} samples >= 10 ms; tuned kernels: median of {HARNESS_ROUNDS} such "
+        "processes, their order rotated",
     }
     if not hasattr(ops, op):
         skip = "skipped: operator not available"
@@ -914,7 +944,7 @@ def derive(row: dict[str, Any], flop: float, peak: float | None) -> None:
 
 COLUMNS = (
     "case", "op", "params", "shape_run", "padded", "source", "dtype", "mode", "trials", "batch",
-    "time_limit_s", "explorer", "gop", "threads",
+    "time_limit_s", "explorer", "seed", "gop", "threads",
     "heronlike_ms", "ms_ms", "pytorch_ms", "numpy_ms",
     "speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_numpy",
     "heronlike_vnni", "ms_vnni", "both_vnni",
