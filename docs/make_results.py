@@ -355,6 +355,42 @@ PRIOR_COLUMNS = (
 )
 
 
+def seeds_by_case(raw: list[Row]) -> list[Row]:
+    """suite_seeds-*.csv (fair-table rows of the same cases at several seeds, both tuners given
+    each seed): one row per case, the medians over the seeds and how many seeds heronlike won."""
+    out = []
+    for case in dict.fromkeys(r["case"] for r in raw):
+        rs = [r for r in raw if r["case"] == case and r["heronlike_ms"] and r["ms_ms"]]
+        out.append(
+            {k: rs[0][k] for k in ("_file", "case", "shape_run", "cpu_model", "cpu_signature")}
+            | {
+                "date": rs[0]["date"],
+                "seeds": ", ".join(str(r["seed"]) for r in rs),
+                "n": len(rs),
+                "heronlike_ms": _median(rs, "heronlike_ms"),
+                "ms_ms": _median(rs, "ms_ms"),
+                "pytorch_ms": _median(rs, "pytorch_ms"),
+                "vs_ms": _gm(r["speedup_vs_ms"] for r in rs),
+                "vs_pytorch": _gm(r["speedup_vs_pytorch"] for r in rs),
+                "won_ms": sum(r["speedup_vs_ms"] >= 1 for r in rs),
+                "won_pytorch": sum(r["speedup_vs_pytorch"] >= 1 for r in rs),
+            }
+        )
+    return out
+
+
+SEEDS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("seeds", "{seeds}"),
+    Col("heronlike ms (median)", "{heronlike_ms:.4g}"),
+    Col("MetaSchedule ms (median)", "{ms_ms:.4g}"),
+    Col("PyTorch ms (median)", "{pytorch_ms:.4g}"),
+    Col("vs MS (geomean)", "{vs_ms:.2f}"),
+    Col("vs PyTorch (geomean)", "{vs_pytorch:.2f}"),
+    Col("seeds won vs MS / PyTorch", "{won_ms} / {won_pytorch} of {n}"),
+)
+
+
 PADDING_SKIP_COLUMNS = (
     Col("case", "{case}"),
     Col("shape run", "{shape_run}"),
@@ -896,6 +932,20 @@ TABLES: dict[str, Table] = {
             ("padding_skip-*.csv",),
             PADDING_SKIP_COLUMNS,
             "python benchmarks/padding_skip.py",
+        ),
+        Table(
+            "padding-skip-float32",
+            ("padding_skip_float32-*.csv",),
+            PADDING_SKIP_COLUMNS,
+            "python benchmarks/padding_skip.py --dtype float32",
+        ),
+        Table(
+            "suite-seeds",
+            ("suite_seeds-*.csv",),
+            SEEDS_COLUMNS,
+            "for s in 1 2; do python benchmarks/suite.py --cases C1D1,D3,GV3,GV4,C3D1,C3D3 "
+            "--quick --seed $s --out OUT/s$s; done  (seed 0: the fair table's rows)",
+            rows=seeds_by_case,
         ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",
