@@ -20,7 +20,7 @@ from heronlike.postproc import (
     zero_share,
 )
 from heronlike.sampler import RandSAT
-from heronlike.space import generate_space
+from heronlike.space import Space, generate_space
 from heronlike.target import get_target
 
 
@@ -167,18 +167,25 @@ def test_tensorized_convolution_skips_its_padding_taps_exactly() -> None:
     w = rng.integers(-128, 128, (32, 3, 3, 3, 8)).astype("int8")
     expected = _conv3d_reference(x, w, 1)
     args = space.prepare_args([x, w, np.zeros(expected.shape, "int32")])
-    tvm_target = tvm.target.Target(space.target.tvm_target())
-    dev = tvm.cpu()
+    for sample in RandSAT(space.csp, seed=3).sample(3):
+        for out in _knob_outputs(space, sample, args):
+            np.testing.assert_array_equal(out.astype(np.int64), expected)
+
+
+def _knob_outputs(space: Space, sample: dict[str, int], args: list[np.ndarray]) -> list[np.ndarray]:
+    """The output of ``sample``'s unguarded program, then of its program at each value of the
+    ``Y.skip_padding`` knob (a knob of ``space``); the ``all`` program must hold a guard."""
     knob = "Y.skip_padding"
     assert space.csp.vars[knob].knob and space.csp.vars[knob].hi == len(GUARD_PLACES) - 1
-    for sample in RandSAT(space.csp, seed=3).sample(3):
-        programs = [space.program({**sample, knob: v}) for v in range(len(GUARD_PLACES))]
-        assert _guards(programs[GUARD_PLACES.index("all")]["main"].body), "nothing guarded"
-        for mod in (space.apply(sample).mod, *programs):
-            ex = tvm.compile(mod, target=tvm_target)
-            arrays = [tvm.runtime.tensor(arr, dev) for arr in args]
-            ex["main"](*arrays)
-            np.testing.assert_array_equal(arrays[-1].numpy().astype(np.int64), expected)
+    programs = [space.program({**sample, knob: v}) for v in range(len(GUARD_PLACES))]
+    assert _guards(programs[GUARD_PLACES.index("all")]["main"].body), "nothing guarded"
+    target = tvm.target.Target(space.target.tvm_target())
+    outputs = []
+    for mod in (space.apply(sample).mod, *programs):
+        arrays = [tvm.runtime.tensor(arr, tvm.cpu()) for arr in args]
+        tvm.compile(mod, target=target)["main"](*arrays)
+        outputs.append(arrays[-1].numpy())
+    return outputs
 
 
 def test_little_padding_gets_outer_guards_and_no_knob() -> None:
@@ -201,21 +208,9 @@ def test_general_rule_set_skips_the_inlined_padding_taps_exactly() -> None:
     w = rng.standard_normal((16, 3, 3, 3, 8)).astype("float32")
     expected = _conv3d_reference(x, w, 1)
     args = space.prepare_args([x, w, np.zeros(expected.shape, "float32")])
-    tvm_target = tvm.target.Target(space.target.tvm_target())
-    dev = tvm.cpu()
-    knob = "Y.skip_padding"
-    assert space.csp.vars[knob].knob and space.csp.vars[knob].hi == len(GUARD_PLACES) - 1
     for sample in RandSAT(space.csp, seed=4).sample(3):
-        plain = space.apply(sample).mod
-        assert 'sblock("Xp")' not in plain.script()  # inlined into the update
-        programs = [space.program({**sample, knob: v}) for v in range(len(GUARD_PLACES))]
-        assert _guards(programs[GUARD_PLACES.index("all")]["main"].body), "nothing guarded"
-        outputs = []
-        for mod in (plain, *programs):
-            ex = tvm.compile(mod, target=tvm_target)
-            arrays = [tvm.runtime.tensor(arr, dev) for arr in args]
-            ex["main"](*arrays)
-            outputs.append(arrays[-1].numpy())
+        assert 'sblock("Xp")' not in space.apply(sample).mod.script()  # inlined into the update
+        outputs = _knob_outputs(space, sample, args)
         for out in outputs[1:]:
             np.testing.assert_array_equal(out, outputs[0])
         np.testing.assert_allclose(outputs[0], expected, rtol=1e-4, atol=1e-4)
