@@ -41,7 +41,7 @@ import tvm  # noqa: E402
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
+from heronlike.host import machine_slug, machine_stamp  # noqa: E402
 from heronlike.postproc import (  # noqa: E402
     GUARD_PLACES,
     SKIP_ZERO_READS,
@@ -139,10 +139,8 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
         all_ms=ms["all"] * 1e3,
         outer_speedup=ms["none"] / ms["outer"],
         all_speedup=ms["none"] / ms["all"],
-        cpu_model=cpu_model(),
-        cpu_signature=cpu_signature(),
         threads=space.target.cores,
-        date=dt.date.today().isoformat(),
+        **machine_stamp(),
     )
     print(
         f"[{name}] zeros {row['zero_share']:.0%}, picked {picked}: none {row['none_ms']:.4f} ms, "

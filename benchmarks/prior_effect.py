@@ -38,7 +38,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
+from heronlike.host import cpu_model, machine_slug, machine_stamp  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
 
 #: the cases the DL Boost prior was not fitted on: the rows lost to MetaSchedule or PyTorch at
@@ -116,10 +116,8 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             first_round_speedup=off_first / on_first if on_first and off_first else None,
             on_trials_to_95=on_95,
             off_trials_to_95=off_95,
-            cpu_model=cpu_model(),
-            cpu_signature=cpu_signature(),
             threads=on.space.target.cores,
-            date=dt.date.today().isoformat(),
+            **machine_stamp(),
         )
         rows.append(row)
         print(

@@ -36,7 +36,7 @@ import re
 import statistics
 import string
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -308,16 +308,25 @@ def _gm(values: Iterable[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in vals))
 
 
+def _by_case(
+    raw: list[Row], keep: Callable[[Row], Any] = lambda r: True
+) -> Iterator[tuple[Row, list[Row]]]:
+    """``(head, rows)`` per case in first-seen order: the case's kept rows, and the fields
+    that name it and its machine (from its first row)."""
+    for case in dict.fromkeys(r["case"] for r in raw):
+        rs = [r for r in raw if r["case"] == case and keep(r)]
+        names = ("_file", "case", "shape_run", "cpu_model", "cpu_signature", "date")
+        yield {k: rs[0][k] for k in names}, rs
+
+
 def prior_by_case(raw: list[Row]) -> list[Row]:
     """prior_effect-*.csv: one row per case over its seeds (geomeans of the on/off ratios, the
     medians of the final kernels, how many tunes were at 95 % of their best after 8 trials)."""
     out = []
-    for case in dict.fromkeys(r["case"] for r in raw):
-        rs = [r for r in raw if r["case"] == case]
+    for head, rs in _by_case(raw):
         out.append(
-            {k: rs[0][k] for k in ("_file", "case", "shape_run", "cpu_model", "cpu_signature")}
+            head
             | {
-                "date": rs[0]["date"],
                 "seeds": len(rs),
                 "on_final_ms": _median(rs, "on_final_ms"),
                 "off_final_ms": _median(rs, "off_final_ms"),
@@ -359,12 +368,10 @@ def seeds_by_case(raw: list[Row]) -> list[Row]:
     """suite_seeds-*.csv (fair-table rows of the same cases at several seeds, both tuners given
     each seed): one row per case, the medians over the seeds and how many seeds heronlike won."""
     out = []
-    for case in dict.fromkeys(r["case"] for r in raw):
-        rs = [r for r in raw if r["case"] == case and r["heronlike_ms"] and r["ms_ms"]]
+    for head, rs in _by_case(raw, lambda r: r["heronlike_ms"] and r["ms_ms"]):
         out.append(
-            {k: rs[0][k] for k in ("_file", "case", "shape_run", "cpu_model", "cpu_signature")}
+            head
             | {
-                "date": rs[0]["date"],
                 "seeds": ", ".join(str(r["seed"]) for r in rs),
                 "n": len(rs),
                 "heronlike_ms": _median(rs, "heronlike_ms"),
