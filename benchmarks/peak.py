@@ -28,6 +28,13 @@ Usage::
     python benchmarks/peak.py --csv benchmarks/results/peak.csv
 
 Import :func:`measure_peaks` to put a measured peak beside a kernel's throughput in the same run.
+
+The **memory floor** (:func:`measure_memory_floor`) is the other side of a roofline: the time
+this machine takes only to read a kernel's inputs once and write its outputs once (wide vector
+loads and stores, nothing computed), repeated on the same buffers as the kernel is when it is
+timed. ``max(operations / peak, memory floor)`` is then the fastest that kernel could run;
+``benchmarks/suite.py`` reports each column's % of it. The table ends with the floor's
+bandwidth at a few working-set sizes.
 The table also gives the clock (:func:`measure_clock_hz`) and each kernel's instructions per
 cycle per core, which no core takes above its count of FMA / VNNI ports (2 on Zen 3 and 4 and on
 Intel cores since Haswell).
@@ -46,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from heronlike.host import cpu_flags, cpu_model
 
@@ -255,6 +263,171 @@ double {name}(long long iters, int threads) {{
 """
 
 
+#: the memory floor's C source (see :func:`measure_memory_floor`): 64-byte vectors (GCC vector
+#: extensions, so the -m flags of :func:`_floor_flags` decide the instructions), four independent
+#: OR chains over the input so the loads, not the ORs, set the pace; one thread runs outside any
+#: OpenMP region (whose fork, join and critical section cost a quarter of a microsecond even on
+#: one thread: more than a 512 x 16 GEMV kernel's whole call)
+_FLOOR_SOURCE = """
+#include <omp.h>
+typedef unsigned long long floor_v __attribute__((vector_size(64), aligned(64)));
+volatile long long floor_seed = 1;
+
+/* one thread's share (lines [lo, hi) of `in`, [olo, ohi) of `out`) of a pass: the OR of what it
+   read, four independent chains */
+static floor_v floor_part(const floor_v *in, long long lo, long long hi, floor_v *out,
+                          long long olo, long long ohi, floor_v value) {
+    floor_v a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    long long i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        a0 |= in[i];
+        a1 |= in[i + 1];
+        a2 |= in[i + 2];
+        a3 |= in[i + 3];
+    }
+    for (; i < hi; ++i)
+        a0 |= in[i];
+    for (long long j = olo; j < ohi; ++j)
+        out[j] = value;
+    return a0 | a1 | a2 | a3;
+}
+
+/* seconds for `passes` passes that each read each of the `in_lines` 64-byte lines of `in` once
+   and write each of the `out_lines` lines of `out` once: on one thread with no OpenMP region
+   when `threads` is 1, else one parallel region per pass, each thread an equal contiguous
+   share of both; `check` gets the OR of every 64-bit word read, and the last pass stores
+   floor_seed + passes - 1 in every word of `out` */
+double memory_floor(const floor_v *in, long long in_lines, floor_v *out, long long out_lines,
+                    int threads, long long passes, unsigned long long *check) {
+    floor_v total = {0};
+    double t0 = omp_get_wtime();
+    for (long long p = 0; p < passes; ++p) {
+        floor_v value = (floor_v){0} + (unsigned long long)(floor_seed + p);
+        if (threads == 1) {
+            total |= floor_part(in, 0, in_lines, out, 0, out_lines, value);
+            continue;
+        }
+        #pragma omp parallel num_threads(threads)
+        {
+            long long t = omp_get_thread_num(), n = omp_get_num_threads();
+            floor_v mine = floor_part(in, in_lines * t / n, in_lines * (t + 1) / n,
+                                      out, out_lines * t / n, out_lines * (t + 1) / n, value);
+            #pragma omp critical
+            total |= mine;
+        }
+    }
+    double t1 = omp_get_wtime();
+    unsigned long long word = 0;
+    for (int k = 0; k < 8; ++k)
+        word |= total[k];
+    *check = word;
+    return t1 - t0;
+}
+"""
+
+#: working sets (bytes) whose floor bandwidth ``main`` prints: L1, L2, L3 and memory on most cores
+FLOOR_SIZES = (16 << 10, 512 << 10, 8 << 20, 256 << 20)
+
+#: bytes of one line of the memory floor (its vector width; buffers are padded to it)
+FLOOR_LINE = 64
+
+
+def _floor_flags() -> list[str]:
+    """gcc ``-m`` flags for the memory floor: the widest vector registers this CPU has."""
+    flags = cpu_flags()
+    if "avx512f" in flags:
+        return ["-mavx512f"]
+    return ["-mavx2"] if "avx2" in flags else []
+
+
+@functools.cache
+def _floor_library() -> ctypes.CDLL:
+    """The memory floor (:data:`_FLOOR_SOURCE`) built and loaded, once per process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib = Path(tmp) / "floor.c", Path(tmp) / "floor.so"
+        src.write_text(_FLOOR_SOURCE)
+        cmd = ["gcc", "-O2", "-fPIC", "-fopenmp", *_floor_flags(), "-shared", "-o", str(lib)]
+        subprocess.run([*cmd, str(src)], check=True, capture_output=True, text=True)
+        fn = ctypes.CDLL(str(lib))
+    fn.memory_floor.restype = ctypes.c_double
+    fn.memory_floor.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_longlong,
+        ctypes.c_void_p,
+        ctypes.c_longlong,
+        ctypes.c_int,
+        ctypes.c_longlong,
+        ctypes.POINTER(ctypes.c_ulonglong),
+    ]
+    return fn
+
+
+def floor_buffer(nbytes: int) -> Any:
+    """A zeroed, 64-byte aligned ``uint64`` numpy array of whole lines holding ``nbytes``."""
+    import numpy as np
+
+    size = -(-int(nbytes) // FLOOR_LINE) * FLOOR_LINE
+    raw = np.zeros(size + FLOOR_LINE, np.uint8)
+    start = -raw.ctypes.data % FLOOR_LINE
+    return raw[start : start + size].view(np.uint64)
+
+
+def memory_floor_pass(data, out, threads: int, passes: int = 1) -> tuple[float, int]:
+    """Run the memory floor on numpy arrays: ``passes`` passes that each read every 64-byte line
+    of ``data`` and write every line of ``out`` (both C-contiguous ``uint64`` arrays of whole,
+    64-byte aligned lines) on ``threads`` OpenMP threads. Returns ``(seconds for all passes,
+    OR of every word of data)``; ``out`` then holds ``passes`` in every word (the seed is 1).
+
+    Raises:
+        ValueError: an array that is not whole, aligned lines of ``uint64``.
+        subprocess.CalledProcessError: gcc failed.
+    """
+    for a in (data, out):
+        if a.dtype.name != "uint64" or a.nbytes % FLOOR_LINE or (a.nbytes and a.ctypes.data % 64):
+            raise ValueError("the memory floor takes 64-byte aligned uint64 arrays of whole lines")
+    check = ctypes.c_ulonglong(0)
+    fn = _floor_library().memory_floor
+    seconds = fn(
+        data.ctypes.data,
+        data.nbytes // FLOOR_LINE,
+        out.ctypes.data,
+        out.nbytes // FLOOR_LINE,
+        threads,
+        passes,
+        ctypes.byref(check),
+    )
+    return seconds, int(check.value)
+
+
+def measure_memory_floor(
+    read_bytes: int, write_bytes: int, threads: int, samples: int = 15
+) -> float:
+    """The memory floor of a kernel that reads ``read_bytes`` and writes ``write_bytes``, in
+    seconds: one parallel region on ``threads`` threads reading every byte of an input buffer
+    once and writing every byte of an output buffer once (wide vector loads and stores,
+    nothing computed), repeated on the same buffers as a tuned kernel is when it is timed, so
+    the data sit in the same cache level. No kernel that must read its inputs and write its
+    outputs runs faster from there, so ``max(operations / compute peak, this)`` is its
+    roofline (Williams, Waterman and Patterson, "Roofline", CACM 2009; with the bandwidth
+    measured at the kernel's own working set, as in Ilic et al.'s cache-aware roofline, IEEE
+    CAL 2014). Timed like the harness times a kernel: 3 warm-up passes, then the median of
+    ``samples`` samples of at least 10 ms each (a sample's seconds divided by its passes).
+
+    Raises:
+        subprocess.CalledProcessError: gcc failed.
+    """
+    data, out = floor_buffer(read_bytes), floor_buffer(write_bytes)
+    data[:] = 1  # touched, as a kernel's inputs are: no page faults in the timed passes
+    memory_floor_pass(data, out, threads, 3)
+    passes = 1
+    while memory_floor_pass(data, out, threads, passes)[0] < 0.01 and passes < 1 << 20:
+        passes *= 4
+    times = sorted(
+        memory_floor_pass(data, out, threads, passes)[0] / passes for _ in range(samples)
+    )
+    return times[len(times) // 2]
+
+
 def _spec(name: str) -> tuple[tuple[str, ...], str, int, int]:
     """``(cpuinfo flags, gcc -m flags, ops per instruction, instructions per iteration)``."""
     if name in TILE_KERNELS:
@@ -412,6 +585,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not rows:
         print("no supported kernel on this CPU", file=sys.stderr)
+    for t in sorted({1, *(int(r["threads"]) for r in rows)}):
+        for size in FLOOR_SIZES:
+            read, write = (size / measure_memory_floor(*b, t) / 1e9 for b in ((size, 0), (0, size)))
+            print(
+                f"memory floor {size >> 10:6d} KiB {t:3d} threads  read {read:6.1f} GB/s, "
+                f"write {write:6.1f} GB/s"
+            )
     if args.csv and rows:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
         with open(args.csv, "w", newline="") as fh:

@@ -788,6 +788,82 @@ def case_gop(spec: str, mode: Mode) -> float:
     return ComputeDAG.from_compute(getattr(ops, op)(**params, dtype="int8")).flop() / 1e9
 
 
+def dag_bytes(dag) -> tuple[int, int]:
+    """``(bytes read, bytes written)`` by a kernel of ``dag`` that reads each input once and
+    writes each output once (its parameters' sizes: inputs, outputs)."""
+    import numpy as np
+
+    sizes = {
+        p.name: math.prod(int(d) for d in p.shape) * np.dtype(p.dtype).itemsize for p in dag.params
+    }
+    written = sum(n for name, n in sizes.items() if name in dag.outputs)
+    return sum(sizes.values()) - written, written
+
+
+def case_bytes(spec: str, mode: Mode) -> tuple[int, int]:
+    """:func:`dag_bytes` of a case in the shape it runs (no tuning; for a resumed CSV)."""
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+
+    _, op, params, _ = parse_case(spec)
+    params, _ = pad_to_intrinsic(op, params, mode)
+    return dag_bytes(ComputeDAG.from_compute(getattr(ops, op)(**params, dtype="int8")))
+
+
+def _memory_floor_worker(read_bytes: int, write_bytes: int, threads: int, samples: int) -> float:
+    """Harness worker: :func:`benchmarks.peak.measure_memory_floor` on 1 and on ``threads``
+    threads, the faster (a one-thread pass pays no fork and join, which a microsecond kernel
+    may avoid the same way)."""
+    from benchmarks.peak import measure_memory_floor
+
+    counts = sorted({1, threads})
+    return min(measure_memory_floor(read_bytes, write_bytes, t, samples) for t in counts)
+
+
+def time_memory_floor(read_bytes: int, write_bytes: int, threads: int) -> float | None:
+    """The memory floor of a case (seconds) in a fresh harness process, ``None`` when it could
+    not be measured (no gcc)."""
+    from heronlike.measure import run_in_subprocess
+
+    try:
+        return run_in_subprocess(
+            _worker("_memory_floor_worker"),
+            read_bytes,
+            write_bytes,
+            threads,
+            HARNESS_SAMPLES,
+            timeout_s=600,
+            num_threads=threads,
+        )
+    except Exception as err:  # noqa: BLE001 - a figure left empty, not a lost case
+        print(f"memory floor not measured: {_short(err)}", flush=True)
+        return None
+
+
+def add_memory_floor(row: dict[str, Any], read_bytes: int, write_bytes: int, note: str) -> None:
+    """The row's measured memory floor (:func:`time_memory_floor`) and the roofline figures
+    derived from it (:func:`set_roofline`)."""
+    row["bytes_read"], row["bytes_written"] = read_bytes, write_bytes
+    floor = time_memory_floor(read_bytes, write_bytes, int(row.get("threads") or 1))
+    row["memory_floor_ms"] = floor * 1e3 if floor else None
+    row["memory_floor_note"] = note if floor else None
+    set_roofline(row)
+
+
+def set_roofline(row: dict[str, Any]) -> None:
+    """``compute_floor_ms`` (operations / measured peak), ``roofline_ms`` (the larger of it and
+    ``memory_floor_ms``), ``bound`` (which one) and every column's ``*_pct_roofline`` (roofline
+    time / its latency, in %; 100 % = as fast as this machine can run the case)."""
+    gop, peak, floor = row.get("gop"), row.get("peak_gops"), row.get("memory_floor_ms")
+    compute = float(gop) / float(peak) * 1e3 if gop and peak else None
+    row["compute_floor_ms"] = compute
+    bounds = [(v, k) for v, k in ((compute, "compute"), (floor, "memory")) if v]
+    roof, row["bound"] = max(bounds) if bounds else (None, None)
+    row["roofline_ms"] = roof
+    for who in ("heronlike", "ms", "pytorch", "numpy"):
+        row[f"{who}_pct_roofline"] = _ratio(100.0 * roof, row.get(f"{who}_ms")) if roof else None
+
+
 def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) -> dict[str, Any]:
     """Every measurement of one case, as one CSV row (work files in a fresh folder)."""
     import numpy as np
@@ -884,6 +960,7 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
     t, row["numpy_impl"] = numpy_op(op, run_params, threads=tgt.cores, repeat=HARNESS_SAMPLES)
     row["numpy_ms"] = t * 1e3 if t else None
     derive(row, flop, peak[1])
+    add_memory_floor(row, *dag_bytes(dag), "measured with the case")
     add_trial_columns(row, case_dir)
     row["case_s"] = time.perf_counter() - t_case
     print(f"[{name}] {_summary(row)}", flush=True)
@@ -904,6 +981,7 @@ def settle_peak(rows: list[dict[str, Any]], first: float, again: float) -> None:
             continue
         row["peak_gops"] = again / 1e9
         _set_pct_peak(row, float(row["gop"]) * 1e9, again)
+        set_roofline(row)
         row["peak_note"] = (
             f"the higher of peak.py's readings before ({first / 1e9:.0f} G op/s) and after "
             f"({again / 1e9:.0f}) the cases"
@@ -951,6 +1029,9 @@ COLUMNS = (
     "intrinsic", "heronlike_uses_intrinsic", "ms_uses_intrinsic",
     "peak_kernel", "peak_gops", "peak_note",
     "heronlike_pct_peak", "ms_pct_peak", "pytorch_pct_peak", "numpy_pct_peak",
+    "bytes_read", "bytes_written", "memory_floor_ms", "memory_floor_note", "compute_floor_ms",
+    "roofline_ms", "bound",
+    "heronlike_pct_roofline", "ms_pct_roofline", "pytorch_pct_roofline", "numpy_pct_roofline",
     "heronlike_tuning_best_ms", "ms_tuning_best_ms",
     "heronlike_search_s", "ms_search_s",
     "heronlike_trials_to_95", "ms_trials_to_95", "heronlike_s_to_95", "ms_s_to_95",
@@ -976,7 +1057,7 @@ _BOOL_COLUMNS = (
 )
 _TEXT_COLUMNS = {
     "case", "op", "params", "shape_run", "padded", "source", "dtype", "mode", "peak_kernel",
-    "intrinsic",
+    "intrinsic", "memory_floor_note", "bound",
     "explorer",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
     "heronlike_target", "ms_target", "timing", "vnni_note", "heronlike_curve", "ms_curve",
@@ -1160,7 +1241,7 @@ def write_chart(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
 def print_table(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> None:
     """Print the results and the geometric means (both ways)."""
     head = ("case", "padded", "heronlike ms", "MS ms", "PyTorch ms", "numpy ms", "×MS",
-            "×PyTorch", "×numpy", "VNNI H/MS", "%peak H/MS", "95% trials H/MS",
+            "×PyTorch", "×numpy", "VNNI H/MS", "%peak H/MS", "%roofline H/MS/PT", "95% trials H/MS",
             "95% s H/MS", "eq-wall ms H/MS", "tune s H/MS")  # fmt: skip
     lines = [head]
     for r in rows:
@@ -1177,6 +1258,10 @@ def print_table(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> No
                 _fmt(r.get("speedup_vs_numpy")),
                 f"{_fmt(r.get('heronlike_vnni'))}/{_fmt(r.get('ms_vnni'))}",
                 f"{_fmt(r.get('heronlike_pct_peak'), 2)}/{_fmt(r.get('ms_pct_peak'), 2)}",
+                "/".join(
+                    _fmt(r.get(f"{who}_pct_roofline"), 2) for who in ("heronlike", "ms", "pytorch")
+                )
+                + (f" ({r['bound'][0]})" if r.get("bound") else ""),
                 f"{_fmt(r.get('heronlike_trials_to_95'))}/{_fmt(r.get('ms_trials_to_95'))}",
                 f"{_fmt(r.get('heronlike_s_to_95'), 2)}/{_fmt(r.get('ms_s_to_95'), 2)}",
                 f"{_fmt(r.get('heronlike_best_at_eq_wall_ms'))}/"
@@ -1371,6 +1456,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in old:  # a CSV written before the per-trial columns: fill them from its folders
         add_trial_columns(row, paths["work"] / _dirname(str(row["case"])))
     if any(r.get("heronlike_trial_ms") or r.get("ms_trial_ms") for r in old):
+        write_csv(rows, csv_path)
+    unfloored = [
+        r for r in rows if r.get("gop") and r.get("heronlike_ms") and not r.get("memory_floor_ms")
+    ]
+    if unfloored:  # a CSV written before the roofline columns: measure the floor now, here
+        day = time.strftime("%Y-%m-%d")
+        note = f"backfilled: measured {day} on {cpu_signature()}, later than the case"
+        for row in unfloored:
+            add_memory_floor(row, *case_bytes(str(row["case"]), mode), note)
         write_csv(rows, csv_path)
     redo = {parse_case(c)[0] for c in args.redo}
     done = {

@@ -702,6 +702,15 @@ FAIR_COLUMNS = (
     Col("% of peak heronlike / MS", "{heronlike_pct_peak:.0f} / {ms_pct_peak:.0f}"),
     Col("trials to 95 % heronlike / MS", "{heronlike_trials_to_95} / {ms_trials_to_95}"),
 )  # fmt: skip
+#: ... and, where the CSV has the memory floor (benchmarks/peak.py), each column's % of the
+#: roofline and which bound it is
+FAIR_ROOFLINE_COLUMNS = FAIR_COLUMNS + (
+    Col(
+        "% of roofline H / MS / PyTorch (bound)",
+        "{heronlike_pct_roofline:.0f} / {ms_pct_roofline:.0f} / {pytorch_pct_roofline:.0f} "
+        "({bound})",
+    ),
+)
 #: the fair table's geometric means: over all rows, over the rows where both best kernels use
 #: VNNI (the README's pair), and over those where both use the mode's intrinsic
 FAIR_HEADLINE_GEOMEANS = both(
@@ -916,14 +925,14 @@ TABLES: dict[str, Table] = {
         Table(  # the fair DL Boost comparison (benchmarks/suite.py's one harness), on VNNI
             "suite-fair-vnni",
             (FAIR_VNNI_CSV,),
-            FAIR_COLUMNS,
+            FAIR_ROOFLINE_COLUMNS,
             FAIR_VNNI_CMD,
             summary=FAIR_GEOMEANS,
         ),
         Table(  # the rows lost at 16 trials, re-run at 64 trials per tuner
             "suite-fair-vnni-64",
             ("suite_fair64-vnni-*.csv",),
-            FAIR_COLUMNS,
+            FAIR_ROOFLINE_COLUMNS,
             "python benchmarks/suite.py --cases G5,G4,C1D1,C2D5,T5,D4 --trials 64",
             summary=FAIR_GEOMEANS,
         ),

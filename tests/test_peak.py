@@ -183,3 +183,32 @@ def test_measured_peak_is_physically_possible() -> None:
             per_cycle[str(r["kernel"])].append(ops / peak.KERNELS[str(r["kernel"])][2] / clock)
     for name, ipc in per_cycle.items():
         assert statistics.median(ipc) < FMA_PORTS * SLACK, (name, ipc)
+
+
+def test_memory_floor_reads_every_word_and_writes_every_line() -> None:
+    """The memory floor's pass: the OR of what it read is the OR of every input word (so no
+    line was skipped: each set bit sits in one word only, some in a thread's tail past its
+    unrolled steps or at a boundary between threads' shares), and every output word holds the
+    last pass's value."""
+    import numpy as np
+
+    data, out = peak.floor_buffer(64 * 37 + 8), peak.floor_buffer(64 * 5 + 1)
+    assert data.nbytes == 64 * 38 and out.nbytes == 64 * 6
+    # 4 lines a step: one thread's 38 lines are 9 steps and a tail of 2; two threads' 19, 4 and 3
+    positions = [0, 9, 64, 150, 18 * 8, 19 * 8 - 1, 4 * 8 * 9 - 1, data.size - 1]
+    for bit, i in enumerate(positions):
+        data[i] = np.uint64(1) << np.uint64(bit)
+    for threads in (1, 2, 3):
+        seconds, word = peak.memory_floor_pass(data, out, threads, passes=3)
+        assert seconds > 0
+        assert word == int(np.bitwise_or.reduce(data)) == (1 << len(positions)) - 1
+        assert (out == 3).all()
+    with pytest.raises(ValueError, match="aligned"):
+        peak.memory_floor_pass(data[1:], out, 1)
+
+
+def test_memory_floor_grows_with_the_bytes_moved() -> None:
+    """256 times the bytes cannot take less time, whatever cache level each size lands in."""
+    small = peak.measure_memory_floor(16 * 1024, 16 * 1024, threads=1, samples=5)
+    large = peak.measure_memory_floor(4 << 20, 4 << 20, threads=1, samples=5)
+    assert 0 < small < large, (small, large)

@@ -272,12 +272,31 @@ def _check_outputs(
     assert row["padded"] == "" and row["shape_run"] == row["params"]
     if row["peak_gops"]:
         assert float(row["heronlike_pct_peak"]) > 0
+    _check_roofline(row)
     summary = list(csv.DictReader(summary_path.open()))
     overs = {(s["column"], s["over"]) for s in summary}
     assert ("speedup_vs_ms", "all rows") in overs
     assert ("speedup_vs_ms", "rows where both sides use VNNI") in overs
     assert "over rows where both sides use VNNI" in proc.stdout
     return row
+
+
+def _check_roofline(row: dict[str, str]) -> None:
+    """The roofline columns of a ``gemm:32,32,32`` row (u8 and s8 in, int32 out)."""
+    assert (int(row["bytes_read"]), int(row["bytes_written"])) == (2 * 32 * 32, 4 * 32 * 32)
+    floor, roof = float(row["memory_floor_ms"]), float(row["roofline_ms"])
+    assert floor > 0 and row["memory_floor_note"]
+    if row["peak_gops"]:
+        assert float(row["compute_floor_ms"]) == pytest.approx(
+            float(row["gop"]) / float(row["peak_gops"]) * 1e3, rel=1e-6
+        )
+    assert roof == max(floor, float(row["compute_floor_ms"] or 0))
+    assert row["bound"] == ("memory" if roof == floor else "compute")
+    pct = float(row["heronlike_pct_roofline"])
+    assert pct == pytest.approx(100 * roof / float(row["heronlike_ms"]), rel=1e-6)
+    # no kernel beats the floor of reading its inputs and writing its output: a floor read far
+    # too high (a mis-sized buffer, a mis-counted pass) fails here
+    assert 0 < pct < 150, row
 
 
 def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
@@ -298,6 +317,15 @@ def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
     assert csv_path.read_text() != before
     _run_suite(tmp_path, "--no-metaschedule")
     assert csv_path.read_text() == before
+    # ... and one written before the roofline columns gets a memory floor measured on resume
+    rows = suite.read_csv(csv_path)
+    for col in ("memory_floor_ms", "memory_floor_note", "roofline_ms", "heronlike_pct_roofline"):
+        rows[0][col] = None
+    suite.write_csv(rows, csv_path)
+    _run_suite(tmp_path, "--no-metaschedule")
+    (row,) = list(csv.DictReader(csv_path.open()))
+    assert row["memory_floor_note"].startswith("backfilled")
+    _check_roofline(row)
 
 
 @pytest.mark.slow
