@@ -409,6 +409,15 @@ PADDING_SKIP_COLUMNS = (
     Col("all guards, speed vs none", "{all_speedup:.3f}"),
 )
 
+FUSED_PLACEMENT_COLUMNS = (
+    Col("case", "{case}"),
+    Col("schedule (rank in the tune)", "{schedule_rank}"),
+    Col("placement separate ms", "{separate_ms:.4f}"),
+    Col("fused at S0 ms", "{fused0_ms:.4f}"),
+    Col("fused at S1 ms", "{fused1_ms:.4f}"),
+    Col("speed, best fused vs separate", "{speedup:.3f}"),
+)
+
 
 SPACES = {  # file-name fragments of the search-efficiency CSVs -> the space's name
     "gemm1024x1024x1024": "GEMM 1024³",
@@ -954,6 +963,12 @@ TABLES: dict[str, Table] = {
             ("padding_skip_float32-*.csv",),
             PADDING_SKIP_COLUMNS,
             "python benchmarks/padding_skip.py --dtype float32",
+        ),
+        Table(
+            "fused-placement",
+            ("fused_placement-*.csv",),
+            FUSED_PLACEMENT_COLUMNS,
+            "python benchmarks/fused_placement.py",
         ),
         Table(
             "suite-seeds",

@@ -62,7 +62,9 @@ class Access:
     ``axes[d]`` names the stage axis that indexes dimension ``d`` of the buffer, or is ``None``
     when that index is not a plain axis (e.g. ``h + r`` in a convolution). ``index[d]`` is the
     index of dimension ``d`` as an :class:`AffineIndex`, or ``None`` when it is not affine in
-    the stage axes (e.g. ``h // 2``); empty when not recorded.
+    the stage axes (e.g. ``h // 2``); empty when not recorded. ``blocks[d]`` is ``(axis, c)``
+    when that index is ``axis`` (``c = 1``) or ``axis // c`` for a constant ``c > 0`` (it picks
+    the block of ``c`` consecutive values of the axis that ``axis`` lies in), else ``None``.
     """
 
     buffer: str
@@ -70,6 +72,7 @@ class Access:
     shape: tuple[int, ...]
     axes: tuple[str | None, ...]
     index: tuple[AffineIndex | None, ...] = ()
+    blocks: tuple[tuple[str, int] | None, ...] = ()
 
     @property
     def used_axes(self) -> set[str]:
@@ -376,7 +379,21 @@ def _param(p: Any) -> Tensor:
 def _access(source: Any, indices: Sequence[Any], axis_of: dict[Any, str]) -> Access:
     axes = tuple(axis_of.get(_var_key(i)) for i in indices)
     index = tuple(_affine(i, axis_of) for i in indices)
-    return Access(source.name, str(source.dtype), tuple(int(d) for d in source.shape), axes, index)
+    blocks = tuple(_block_index(i, axis_of) for i in indices)
+    shape = tuple(int(d) for d in source.shape)
+    return Access(source.name, str(source.dtype), shape, axes, index, blocks)
+
+
+def _block_index(expr: Any, axis_of: dict[Any, str]) -> tuple[str, int] | None:
+    """``(axis, c)`` when ``expr`` is ``axis`` (``c = 1``) or ``axis // c`` (``c > 0``)."""
+    if isinstance(expr, tirx.Var):
+        name = axis_of.get(expr.name)
+        return (name, 1) if name is not None else None
+    if type(expr).__name__ == "FloorDiv" and isinstance(expr.b, tirx.IntImm):
+        inner = _block_index(expr.a, axis_of)
+        if inner is not None and inner[1] == 1 and int(expr.b.value) > 0:
+            return inner[0], int(expr.b.value)
+    return None
 
 
 def _affine(expr: Any, axis_of: dict[Any, str]) -> AffineIndex | None:

@@ -9,7 +9,9 @@ vector level ``V`` on its output's contiguous axis, parallelised and unrolled by
   intermediate element-wise stages being inlined into it by Always-Inline) that consumes one
   tiled reduction is computed inside that reduction's tile loops (``reverse_compute_at`` at a
   knob-chosen level, like a cache write-back), so the reduction's result never goes through
-  memory as a whole. It also applies to a tensorized reduction (int8 GEMM + bias + ReLU).
+  memory as a whole. It also applies to a tensorized reduction (int8 GEMM + bias + ReLU), and
+  to an output larger than the reduction that reads it in blocks (:func:`reads_in_blocks`: the
+  sub-pixel transposed convolution's placement stage, each product written with its zeros).
 * :class:`PackVectorOperand`: the weight is pre-packed with the vectorised axis innermost, so
   vector loads are contiguous (``W[j, k]`` of a float32 GEMM is stored ``[k, j]``).
 * :class:`VectorizeGeneral`: on a tiled stage that is not tensorized, ``V`` is vectorised
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heronlike.csp import Le
+from heronlike.dag import Stage
 from heronlike.template import Ref, Sym
 
 from .base import Rule, RuleContext
@@ -77,15 +80,41 @@ def _epilogue(ctx: RuleContext, stage: str) -> tuple[str, set[str]] | None:
     a = ctx.states[anchor]
     if a.stage.is_output or not a.stage.has_data_reuse or a.write_back is not None:
         return None
-    if math.prod(ctx.states[stage].stage.write.shape) > math.prod(a.stage.write.shape):
+    out = ctx.states[stage].stage
+    if math.prod(out.write.shape) > math.prod(a.stage.write.shape) and not (
+        not chain and reads_in_blocks(out, a.stage)
+    ):
         # more outputs than the reduction has (a scatter with zeros between, as in the
-        # sub-pixel transposed convolution): some would be computed at no reduction tile
+        # sub-pixel transposed convolution), not in blocks of their own: some would be
+        # computed at no reduction tile, or before their products
         return None
     allowed = chain | {stage}
     for s in chain | {anchor}:
         if not set(ctx.dag.consumers(s)) <= allowed:
             return None
     return anchor, chain
+
+
+def reads_in_blocks(stage: Stage, anchor: Stage) -> bool:
+    """``stage`` reads ``anchor``'s output at one element per element, each dimension of
+    extent > 1 at one of its axes or one of its axes divided by a constant (``oh // 2``), no
+    axis in two dimensions. Then the elements of ``stage`` that read one tile of ``anchor``
+    form a block no other tile's readers share, which ``reverse_compute_at`` computes exactly
+    at that tile: the sub-pixel transposed convolution with 1 x 1 taps and no padding (T4, T6
+    of Heron's table), each product placed with the zeros that follow it while its tile is in
+    cache. An offset (``(oh + 1) // 3``) or a tap chosen by a remainder (``oh % 2`` of a
+    2 x 2 kernel) makes tiles share readers, some of them computed before their product."""
+    reads = [r for r in stage.reads if r.buffer == anchor.write.buffer]
+    if len(reads) != 1 or len(reads[0].blocks) != len(reads[0].shape):
+        return False
+    used = []
+    for extent, block in zip(reads[0].shape, reads[0].blocks, strict=True):
+        if extent == 1:
+            continue
+        if block is None:
+            return False
+        used.append(block[0])
+    return len(used) == len(set(used))
 
 
 class FuseEpilogue(Rule):

@@ -6,6 +6,7 @@ rule set (rules/general.py) tunes them. Real tunes, checked against numpy.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +156,13 @@ def test_elementwise_compute(tmp_path: Path) -> None:
     assert "sch.parallel" in result.trace and "sch.vectorize" in result.trace
     a = np.arange(64 * 48, dtype=np.float32).reshape(64, 48)
     np.testing.assert_allclose(result.kernel(a, a), 3 * a)
+
+
+@pytest.mark.parametrize(("target", "dtype"), [("llvm", "float32"), ("dlboost -general", "int8")])
+def test_subpixel_placement_fused_on_the_general_rule_set(target: str, dtype: str) -> None:
+    """The general rule set fuses the sub-pixel transposed convolution's placement into the
+    product's tiles as DL Boost does (tests/test_ops.py), exact on every sampled program."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from t2d_reference import check_fused_placement_samples
+
+    check_fused_placement_samples(target, dtype, samples=4)

@@ -6,6 +6,9 @@ scatter loops, int64 accumulation), and the tuned kernel is run on fresh random 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +16,13 @@ import heronlike
 from heronlike import ops
 from heronlike.errors import InvalidComputeError, UnsupportedDtypeError
 from heronlike.space import generate_space
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared transposed-convolution helpers
+from t2d_reference import (  # noqa: E402
+    SUBPIXEL_SHAPES,
+    check_fused_placement_samples,
+    t2d_ref,
+)
 
 pytestmark = pytest.mark.skipif(
     not __import__("heronlike.dla_targets.dlboost", fromlist=["x"]).host_has_vnni(),
@@ -42,30 +52,6 @@ def conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilation: int)
         patch = xp[(slice(None), *sl, slice(None))]  # (N, *SO, CI)
         y += patch @ w[(slice(None), *offs, slice(None))].astype(np.int64).T
     return y
-
-
-def t2d_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilation: int, outpad: int):
-    """ConvTranspose2d by its definition (scatter): every input pixel adds
-    ``x[ih, iw] * w[kh, kw]`` at ``(ih*stride - pad + kh*dilation, ...)``."""
-    N, H, W, _ = x.shape
-    CO, KH, KW, _ = w.shape
-    HO = (H - 1) * stride - 2 * pad + dilation * (KH - 1) + outpad + 1
-    WO = (W - 1) * stride - 2 * pad + dilation * (KW - 1) + outpad + 1
-    full = np.zeros(
-        (N, (H - 1) * stride + dilation * (KH - 1) + 1 + outpad,
-         (W - 1) * stride + dilation * (KW - 1) + 1 + outpad, CO),
-        np.int64,
-    )  # fmt: skip
-    x64 = x.astype(np.int64)
-    for kh in range(KH):
-        for kw in range(KW):
-            contrib = x64 @ w[:, kh, kw, :].astype(np.int64).T  # (N, H, W, CO)
-            full[
-                :,
-                kh * dilation : kh * dilation + (H - 1) * stride + 1 : stride,
-                kw * dilation : kw * dilation + (W - 1) * stride + 1 : stride,
-            ] += contrib
-    return full[:, pad : pad + HO, pad : pad + WO]
 
 
 def _tune_and_check(compute, reference, tmp_path, trials: int = 4) -> heronlike.TuneResult:
@@ -111,14 +97,7 @@ def test_t2d_stride2_dilation2(tmp_path):
     _tune_and_check(compute, lambda x, w: t2d_ref(x, w, stride, pad, dilation, outpad), tmp_path)
 
 
-@pytest.mark.parametrize(
-    "shape",
-    [
-        (1, 6, 5, 16, 32, 1, 1, 2, 0, 1, 0),  # T4/T6's form: 1 x 1, stride 2
-        (1, 5, 6, 16, 32, 2, 2, 2, 0, 1, 1),  # 2 x 2 stride 2, output padding
-        (2, 4, 5, 16, 16, 2, 3, 3, 1, 1, 2),  # taps < stride, padding
-    ],
-)
+@pytest.mark.parametrize("shape", SUBPIXEL_SHAPES)
 def test_t2d_subpixel_form_skips_the_inserted_zeros(shape, tmp_path):
     """KH, KW <= stride: one product per input pixel and tap (no multiplication by an
     inserted zero), exact against the scatter definition."""
@@ -131,6 +110,10 @@ def test_t2d_subpixel_form_skips_the_inserted_zeros(shape, tmp_path):
     # VNNI's 16 lanes run over the output channels, not over a tap axis padded to 16
     assert generate_space(compute, "dlboost").matches["P"].n_axis == "v_co"
     _tune_and_check(compute, lambda x, w: t2d_ref(x, w, stride, pad, dilation, outpad), tmp_path)
+
+
+def test_t2d_subpixel_placement_is_fused_into_the_product_tiles() -> None:
+    check_fused_placement_samples("dlboost", "int8")
 
 
 def test_t2d_matches_torch_definition():
