@@ -20,10 +20,7 @@ separate latency, the fused one at each position and ``speedup`` (separate / bes
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime as dt
 import sys
-import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +31,7 @@ import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
 from benchmarks.padding_skip import time_side_by_side  # noqa: E402
 from heronlike.csp import In  # noqa: E402
-from heronlike.host import machine_slug, machine_stamp  # noqa: E402
+from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.sampler import RandSAT  # noqa: E402
 from heronlike.space import Space, generate_space  # noqa: E402
 
@@ -141,21 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="harness rounds, order rotated")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
-    mode = suite.resolve_mode("auto")
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for spec in a.cases.split(","):
-            work = Path(tmp) / suite._dirname(spec)
-            work.mkdir()
-            rows += one_case(spec, a, mode, work)
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / f"fused_placement-{machine_slug()}-{dt.date.today()}.csv"
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
+    suite.run_per_case(a, one_case, "fused_placement")
     return 0
 
 

@@ -25,10 +25,7 @@ inlines the padding stage into the convolution (the guards then test the update'
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime as dt
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +38,7 @@ import tvm  # noqa: E402
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from heronlike.host import machine_slug, machine_stamp  # noqa: E402
+from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.postproc import (  # noqa: E402
     GUARD_PLACES,
     SKIP_ZERO_READS,
@@ -165,21 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
-    mode = suite.resolve_mode("auto")
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for spec in a.cases.split(","):
-            work = Path(tmp) / suite._dirname(spec)
-            work.mkdir()
-            rows.append(one_case(spec, a, mode, work))
-    a.out.mkdir(parents=True, exist_ok=True)
-    stem = "padding_skip" if a.dtype == "int8" else f"padding_skip_{a.dtype}"
-    path = a.out / f"{stem}-{machine_slug()}-{dt.date.today()}.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
+    suite.run_per_case(
+        a, one_case, "padding_skip" if a.dtype == "int8" else f"padding_skip_{a.dtype}"
+    )
     return 0
 
 

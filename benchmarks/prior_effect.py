@@ -25,11 +25,8 @@ Writes ``benchmarks/results/prior_effect-<cpu>-<date>.csv`` and prints the geome
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime as dt
 import math
 import sys
-import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +35,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from heronlike.host import cpu_model, machine_slug, machine_stamp  # noqa: E402
+from heronlike.host import cpu_model, machine_stamp  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
 
 #: the cases the DL Boost prior was not fitted on: the rows lost to MetaSchedule or PyTorch at
@@ -145,21 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--later-rounds", type=int, default=8)
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
-    mode = suite.resolve_mode("auto")
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for spec in a.cases.split(","):
-            work = Path(tmp) / suite._dirname(spec)
-            work.mkdir()
-            rows += one_case(spec, a, mode, work)
-    if not rows:
+    rows, path = suite.run_per_case(a, one_case, "prior_effect")
+    if path is None:
         return 1
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / f"prior_effect-{machine_slug()}-{dt.date.today()}.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    mode = suite.resolve_mode("auto")
     final = [r["speedup"] for r in rows if r["speedup"]]
     first = [r["first_round_speedup"] for r in rows if r["first_round_speedup"]]
     print(f"\n{len(rows)} tunes per arm ({cpu_model()}, {mode.target}, {a.trials} trials):")
@@ -168,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
         f"  final kernel, prior on vs off: geomean {geomean(final):.3f}x "
         f"(better on {sum(s > 1 for s in final)}, worse on {sum(s < 1 for s in final)})"
     )
-    print(f"wrote {path}")
     return 0
 
 

@@ -788,7 +788,7 @@ def case_gop(spec: str, mode: Mode) -> float:
     return ComputeDAG.from_compute(getattr(ops, op)(**params, dtype="int8")).flop() / 1e9
 
 
-def dag_bytes(dag) -> tuple[int, int]:
+def dag_bytes(dag: Any) -> tuple[int, int]:
     """``(bytes read, bytes written)`` by a kernel of ``dag`` that reads each input once and
     writes each output once (its parameters' sizes: inputs, outputs)."""
     import numpy as np
@@ -862,6 +862,39 @@ def set_roofline(row: dict[str, Any]) -> None:
     row["roofline_ms"] = roof
     for who in ("heronlike", "ms", "pytorch", "numpy"):
         row[f"{who}_pct_roofline"] = _ratio(100.0 * roof, row.get(f"{who}_ms")) if roof else None
+
+
+def run_per_case(
+    args: argparse.Namespace, one_case: Any, stem: str
+) -> tuple[list[dict[str, Any]], Path | None]:
+    """A per-case benchmark's run (``padding_skip.py``, ``prior_effect.py``,
+    ``fused_placement.py``): ``one_case(spec, args, mode, work)`` for each of ``args.cases``
+    (comma-separated), each in a fresh work folder, on this CPU's mode; its rows (a dict or a
+    list of them per case) written to ``<args.out>/<stem>-<cpu>-<date>.csv``. Returns the rows
+    and the CSV's path (``None`` when no row came back)."""
+    import datetime as dt
+    import tempfile
+
+    from heronlike.host import machine_slug
+
+    mode = resolve_mode("auto")
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in args.cases.split(","):
+            work = Path(tmp) / _dirname(spec)
+            work.mkdir()
+            found = one_case(spec, args, mode, work)
+            rows += found if isinstance(found, list) else [found]
+    if not rows:
+        return rows, None
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{stem}-{machine_slug()}-{dt.date.today()}.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+    return rows, path
 
 
 def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) -> dict[str, Any]:
