@@ -81,9 +81,8 @@ def _epilogue(ctx: RuleContext, stage: str) -> tuple[str, set[str]] | None:
     if a.stage.is_output or not a.stage.has_data_reuse or a.write_back is not None:
         return None
     out = ctx.states[stage].stage
-    if math.prod(out.write.shape) > math.prod(a.stage.write.shape) and not (
-        not chain and reads_in_blocks(out, a.stage)
-    ):
+    larger = math.prod(out.write.shape) > math.prod(a.stage.write.shape)
+    if larger and (chain or not reads_in_blocks(out, a.stage)):
         # more outputs than the reduction has (a scatter with zeros between, as in the
         # sub-pixel transposed convolution), not in blocks of their own: some would be
         # computed at no reduction tile, or before their products
