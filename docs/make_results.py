@@ -978,6 +978,14 @@ TABLES: dict[str, Table] = {
             "--quick --seed $s --out OUT/s$s; done  (seed 0: the fair table's rows)",
             rows=seeds_by_case,
         ),
+        Table(  # the same for the rows the re-run (fused placement, roofline) lost
+            "suite-seeds-rerun",
+            ("suite_reseeds-*.csv",),
+            SEEDS_COLUMNS,
+            "for s in 1 2; do python benchmarks/suite.py --cases C1D4,C2D2,GV4,G4,C3D5,D3 "
+            "--quick --seed $s --out OUT/s$s; done  (seed 0: the fair table's rows)",
+            rows=seeds_by_case,
+        ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",
             ("suite_fair-general-*.csv",),
