@@ -29,15 +29,16 @@ Usage::
 
 Import :func:`measure_peaks` to put a measured peak beside a kernel's throughput in the same run.
 
+The table also gives the clock (:func:`measure_clock_hz`) and each kernel's instructions per
+cycle per core, which no core takes above its count of FMA / VNNI ports (2 on Zen 3 and 4 and on
+Intel cores since Haswell).
+
 The **memory floor** (:func:`measure_memory_floor`) is the other side of a roofline: the time
 this machine takes only to read a kernel's inputs once and write its outputs once (wide vector
 loads and stores, nothing computed), repeated on the same buffers as the kernel is when it is
 timed. ``max(operations / peak, memory floor)`` is then the fastest that kernel could run;
 ``benchmarks/suite.py`` reports each column's % of it. The table ends with the floor's
 bandwidth at a few working-set sizes.
-The table also gives the clock (:func:`measure_clock_hz`) and each kernel's instructions per
-cycle per core, which no core takes above its count of FMA / VNNI ports (2 on Zen 3 and 4 and on
-Intel cores since Haswell).
 """
 
 from __future__ import annotations
