@@ -129,14 +129,10 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", default=",".join(DEFAULT_CASES))
-    p.add_argument("--trials", type=int, default=suite.QUICK_TRIALS)
-    p.add_argument("--batch", type=int, default=suite.QUICK_BATCH)
+    p = suite.per_case_parser(__doc__, DEFAULT_CASES)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--top", type=int, default=3, help="fastest distinct schedules per case")
     p.add_argument("--rounds", type=int, default=3, help="harness rounds, order rotated")
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     suite.run_per_case(a, one_case, "fused_placement")
     return 0

@@ -148,10 +148,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", default=",".join(DEFAULT_CASES))
-    p.add_argument("--trials", type=int, default=suite.QUICK_TRIALS)
-    p.add_argument("--batch", type=int, default=suite.QUICK_BATCH)
+    p = suite.per_case_parser(__doc__, DEFAULT_CASES)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=4, help="interleaved timing rounds")
     p.add_argument(
@@ -160,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
         default="int8",
         help="int8: the suite's mode (DL Boost on a VNNI CPU); float32: llvm's general rules",
     )
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     suite.run_per_case(
         a, one_case, "padding_skip" if a.dtype == "int8" else f"padding_skip_{a.dtype}"

@@ -132,15 +132,11 @@ def geomean(values: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    p = suite.per_case_parser(__doc__, DEFAULT_CASES)
     p.add_argument("--seeds", type=int, default=2)
-    p.add_argument("--trials", type=int, default=suite.QUICK_TRIALS)
-    p.add_argument("--batch", type=int, default=suite.QUICK_BATCH)
     p.add_argument("--explorer", default="cga")
     p.add_argument("--later-repeat", type=int, default=40, help="repeats of the side-by-side")
     p.add_argument("--later-rounds", type=int, default=8)
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     rows, path = suite.run_per_case(a, one_case, "prior_effect")
     if path is None:

@@ -864,6 +864,18 @@ def set_roofline(row: dict[str, Any]) -> None:
         row[f"{who}_pct_roofline"] = _ratio(100.0 * roof, row.get(f"{who}_ms")) if roof else None
 
 
+def per_case_parser(doc: str, cases: Sequence[str]) -> argparse.ArgumentParser:
+    """The command line every per-case benchmark shares (:func:`run_per_case`): ``--cases``
+    (default ``cases``), ``--trials`` and ``--batch`` (the suite's quick budget), ``--out``
+    (``benchmarks/results``); its description is ``doc``'s first line."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--cases", default=",".join(cases))
+    p.add_argument("--trials", type=int, default=QUICK_TRIALS)
+    p.add_argument("--batch", type=int, default=QUICK_BATCH)
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
+    return p
+
+
 def run_per_case(
     args: argparse.Namespace, one_case: Any, stem: str
 ) -> tuple[list[dict[str, Any]], Path | None]:
