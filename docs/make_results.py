@@ -419,6 +419,49 @@ FUSED_PLACEMENT_COLUMNS = (
 )
 
 
+def rounds_by_case(raw: list[Row]) -> list[Row]:
+    """measure_rounds-*.csv: one row per case and runner over its seeds, then one per runner
+    over every tune (trials timed slow, the median and largest trial error, how often the tune
+    returned its truly fastest trial)."""
+
+    def agg(rs: list[Row]) -> Row:
+        return {
+            "tunes": len(rs),
+            "trials": sum(r["ok_trials"] for r in rs),
+            "slow_trials": sum(r["slow_trials"] for r in rs),
+            "trial_err_median": statistics.median(r["trial_err_median"] for r in rs),
+            "trial_err_max": max(r["trial_err_max"] for r in rs),
+            "picked_ms": statistics.median(r["picked_ms"] for r in rs),
+            "picked_vs_best": _gm(r["picked_vs_best"] for r in rs),
+            "fastest": sum(r["picked_vs_best"] <= 1.0 for r in rs),
+        }
+
+    runners = list(dict.fromkeys(r["runner"] for r in raw))
+    out = [
+        head | {"runner": who} | agg([r for r in rs if r["runner"] == who])
+        for head, rs in _by_case(raw)
+        for who in runners
+    ]
+    summary = []
+    for who in runners:
+        row = agg([r for r in raw if r["runner"] == who])
+        del row["picked_ms"]  # a median over different cases says nothing
+        summary.append({"_summary": True, "case": "all cases", "runner": who} | row)
+    return out + summary
+
+
+ROUNDS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("runner", "{runner}"),
+    Col("tunes", "{tunes}"),
+    Col("trials timed ≥ 1.25× slow", "{slow_trials} of {trials}"),
+    Col("trial error, median / max", "{trial_err_median:.1%} / {trial_err_max:.0%}"),
+    Col("returned kernel ms (median)", "{picked_ms:.4f}"),
+    Col("returned vs fastest trial (geomean)", "{picked_vs_best:.3f}"),
+    Col("returned the fastest", "{fastest} of {tunes}"),
+)
+
+
 SPACES = {  # file-name fragments of the search-efficiency CSVs -> the space's name
     "gemm1024x1024x1024": "GEMM 1024³",
     "bmm12x512x512x64": "BMM 12×512×512×64",
@@ -969,6 +1012,13 @@ TABLES: dict[str, Table] = {
             ("fused_placement-*.csv",),
             FUSED_PLACEMENT_COLUMNS,
             "python benchmarks/fused_placement.py",
+        ),
+        Table(
+            "measure-rounds",
+            ("measure_rounds-*.csv",),
+            ROUNDS_COLUMNS,
+            "python benchmarks/measure_rounds.py",
+            rows=rounds_by_case,
         ),
         Table(
             "suite-seeds",

@@ -239,6 +239,58 @@ def test_run_crash_and_hang_replace_worker(
     assert not psutil.pid_exists(pid)
 
 
+def _logging_kernel(gcc_library, tmp: Path, name: str, log: Path) -> str:
+    """A kernel that appends ``name`` to ``log`` on every call."""
+    body = (
+        "extern void* fopen(const char*, const char*); extern int fputc(int, void*); "
+        f'extern int fclose(void*); void* f = fopen("{log}", "a"); fputc({ord(name)}, f); '
+        "fclose(f);"
+    )
+    return gcc_library(tmp, f"log_{name}_{log.stem}", body)
+
+
+def _runs(text: str) -> str:
+    """``text`` with every run of one letter collapsed: "AAABBA" -> "ABA"."""
+    return "".join(c for i, c in enumerate(text) if i == 0 or text[i - 1] != c)
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_batch_is_timed_in_interleaved_rounds(
+    interleave: bool, matmul_data, tmp, gcc_library
+) -> None:
+    args, _, _ = matmul_data
+    log = tmp / f"calls_{interleave}.txt"
+    a, b = (_logging_kernel(gcc_library, tmp, n, log) for n in "AB")
+    with LocalRunner(
+        num_threads=1, number=1, repeat=3, min_repeat_ms=1.0, interleave=interleave
+    ) as r:
+        seen: list[int] = []
+        results = r.run(
+            [RunInput(a, args, None), RunInput(b, args, None)], lambda i, _: seen.append(i)
+        )
+    assert seen == [0, 1] and all(res.ok and len(res.latencies_s) == 3 for res in results)
+    # rounds A B | B A | A B (the order rotated) against A A A | B B B
+    assert _runs(log.read_text()) == ("ABAB" if interleave else "AB")
+
+
+def test_crash_in_a_later_round_fails_only_that_candidate(matmul_data, tmp, gcc_library) -> None:
+    args, _, _ = matmul_data
+    log = tmp / "calls_crash.txt"
+    writer = _logging_kernel(gcc_library, tmp, "A", log)  # its first round creates the log
+    crash = gcc_library(
+        tmp,
+        "crash_later",
+        f'extern int access(const char*, int); if (access("{log}", 0) == 0) *(volatile int*)0 = 1;',
+    )
+    with LocalRunner(num_threads=1, number=1, repeat=3, min_repeat_ms=1.0, interleave=True) as r:
+        pid = r.worker_info()["pid"]
+        results = r.run([RunInput(crash, args, None), RunInput(writer, args, None)])
+        assert r.worker_info()["pid"] != pid  # replaced after the crash
+    assert results[0].error_kind == "crash" and results[0].latencies_s == ()
+    # the survivor is loaded again in the new worker and keeps all its rounds
+    assert results[1].ok and len(results[1].latencies_s) == 3
+
+
 def test_runner_worker_uses_num_threads(runner: LocalRunner) -> None:
     info = runner.worker_info()
     assert info["TVM_NUM_THREADS"] == str(NUM_THREADS)

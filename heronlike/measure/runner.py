@@ -388,6 +388,14 @@ def _ordered_args(arrays: Mapping[str, Any], path: str) -> list[Any]:
     return [arrays[name] for name in names]
 
 
+# Worker-side: the modules of the batch being timed in rounds (artifact path -> module), kept from
+# the first round to the last (:func:`_time_again`).
+_LOADED: dict[str, Any] = {}
+# Worker-side: one set of argument tensors for the later rounds, shared by every candidate of the
+# batch (they all take the same arguments file): (file, device) -> tensors.
+_TIMING_TENSORS: dict[tuple[str, str], list[Any]] = {}
+
+
 def _run_candidate(
     artifact_path: str,
     args_path: str,
@@ -397,8 +405,10 @@ def _run_candidate(
     repeat: int,
     min_repeat_ms: float,
     device: str = "cpu",
+    keep: bool = False,
 ) -> tuple[str | None, str | None, tuple[float, ...]]:
-    """Worker side of :meth:`LocalRunner.run`: ``(error_kind, error_msg, latencies_s)``."""
+    """Worker side of :meth:`LocalRunner.run`: ``(error_kind, error_msg, latencies_s)``; with
+    ``keep``, a candidate that passed stays loaded for :func:`_time_again`."""
     try:
         import tvm
 
@@ -444,9 +454,51 @@ def _run_candidate(
         # (initialises once, or never) is wrong after them
         if (msg := check("after the timed calls")) is not None:
             return ErrorKind.WRONG_RESULT, msg, ()
+        if keep:
+            _LOADED[artifact_path] = mod
         return None, None, results
     except Exception as exc:  # noqa: BLE001 - failures are data
         return ErrorKind.RUN, short_error(exc), ()
+
+
+def _time_again(
+    artifact_path: str,
+    args_path: str,
+    number: int,
+    repeat: int,
+    min_repeat_ms: float,
+    device: str = "cpu",
+) -> tuple[str | None, str | None, tuple[float, ...]] | None:
+    """Worker side of a later round of :meth:`LocalRunner.run`: time a candidate that
+    :func:`_run_candidate` checked and kept, on the batch's shared argument tensors;
+    ``(error_kind, error_msg, latencies_s)``, or ``None`` when it is not loaded (the worker
+    was replaced since)."""
+    mod = _LOADED.get(artifact_path)
+    if mod is None:
+        return None
+    try:
+        import tvm
+
+        kind, index = parse_device(device)
+        dev = tvm.device(kind, index)
+        key = (os.path.abspath(args_path), device)
+        tensors = _TIMING_TENSORS.get(key)
+        if tensors is None:
+            _TIMING_TENSORS.clear()
+            arrays = _ordered_args(_load_npz_cached(args_path, "args"), args_path)
+            tensors = _TIMING_TENSORS[key] = [tvm.runtime.tensor(a, dev) for a in arrays]
+        timer = mod.time_evaluator(
+            "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
+        )
+        return None, None, tuple(float(x) for x in timer(*tensors).results)
+    except Exception as exc:  # noqa: BLE001 - failures are data
+        return ErrorKind.RUN, short_error(exc), ()
+
+
+def _forget() -> None:
+    """Worker side: drop what :func:`_time_again` kept (the batch is done)."""
+    _LOADED.clear()
+    _TIMING_TENSORS.clear()
 
 
 def _worker_info() -> dict[str, Any]:
@@ -459,6 +511,22 @@ def _worker_info() -> dict[str, Any]:
 
 class LocalRunner:
     """Time candidates one at a time in one persistent, isolated worker process.
+
+    With ``interleave``, a batch of several candidates is timed in ``repeat`` **interleaved
+    rounds**: the first round loads, checks and times each candidate once (its outputs checked
+    before and after); every later round times each of them once more, the order rotated by one
+    from round to round, and a candidate's latency is the median of its rounds. A slow spell of
+    the machine shorter than the batch (on a virtual machine, a kernel runs up to 2x slower for
+    0.1 to 1 s after a process, such as a build, has freed much memory) then falls on one round
+    of several candidates instead of on every measurement of one. :meth:`HardwareMeasurer.
+    finish_many <heronlike.measure.measurer.HardwareMeasurer.finish_many>` interleaves the
+    finalists the same way. It is off by default: the results then reach ``on_result`` only
+    when the last round ends, so a ``kill -9`` during the rounds loses every trial of the batch
+    instead of the one in flight, and what it buys is small (``benchmarks/measure_rounds.py``,
+    docs/results.md "Timing a batch in interleaved rounds": the mean of 16 tunes' median trial
+    errors against the harness 3.5 % against 6.0 %, as many trials timed >= 1.25x slow, and as
+    many tunes returning their fastest trial). TVM MetaSchedule's runner and AutoTVM time each
+    candidate's repeats back to back too.
 
     Args:
         num_threads: threads for the worker's TVM runtime pool (and OpenMP/BLAS);
@@ -473,6 +541,9 @@ class LocalRunner:
         setup: a module-level function (it is pickled by name) the worker calls once when it
             starts, before any kernel runs: a target's per-process preparation (AMX asks Linux
             for the tile data state); None for none.
+        interleave: time a batch of several candidates in ``repeat`` rounds of one measurement
+            each (above); False (the default) times each candidate's ``repeat`` measurements
+            back to back and reports it at once.
 
     The worker starts on the first :meth:`run` (about 1 s: it imports TVM, not charged to any
     candidate's ``run_s``) and is reused.
@@ -488,6 +559,7 @@ class LocalRunner:
         min_repeat_ms: float = 10.0,
         timeout_s: float = 30.0,
         setup: Callable[[], None] | None = None,
+        interleave: bool = False,
     ) -> None:
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
@@ -498,6 +570,7 @@ class LocalRunner:
         self.repeat = int(repeat)
         self.min_repeat_ms = float(min_repeat_ms)
         self.timeout_s = float(timeout_s)
+        self.interleave = bool(interleave)
         env = thread_env(self.num_threads)
         self._worker: ManagedWorker | None = ManagedWorker(_set_environ, (env, setup), env=env)
         self._lock = threading.Lock()
@@ -518,7 +591,6 @@ class LocalRunner:
         Raises:
             RuntimeError: the runner was closed.
         """
-        results: list[RunResult] = []
         with self._lock:
             worker = self._require_worker()
             if inputs:
@@ -526,13 +598,64 @@ class LocalRunner:
                     worker.start()
                 except Exception:  # noqa: BLE001 - the candidate's own call reports it
                     worker.kill()
-            for i, inp in enumerate(inputs):
-                results.append(self._run_one(worker, inp))
-                if on_result is not None:
-                    on_result(i, results[-1])
+            if not (self.interleave and len(inputs) > 1 and self.repeat > 1):
+                results: list[RunResult] = []
+                for i, inp in enumerate(inputs):
+                    results.append(self._run_one(worker, inp, self.repeat))
+                    if on_result is not None:
+                        on_result(i, results[-1])
+                return results
+            try:
+                results = self._run_rounds(worker, inputs)
+            finally:
+                try:
+                    worker.call(_forget, (), timeout_s=self.timeout_s)
+                except Exception:  # noqa: BLE001 - a worker that cannot forget is replaced
+                    worker.kill()
+        if on_result is not None:
+            for i, result in enumerate(results):
+                on_result(i, result)
         return results
 
-    def _run_one(self, worker: ManagedWorker, inp: RunInput) -> RunResult:
+    def _run_rounds(self, worker: ManagedWorker, inputs: Sequence[RunInput]) -> list[RunResult]:
+        """Time ``inputs`` in ``repeat`` interleaved rounds (class docstring)."""
+        first = [self._run_one(worker, inp, 1, keep=True) for inp in inputs]
+        times = [list(r.latencies_s) for r in first]
+        run_s = [r.run_s for r in first]
+        failed: dict[int, RunResult] = {i: r for i, r in enumerate(first) if not r.ok}
+        for rnd in range(1, self.repeat):
+            alive = [i for i in range(len(inputs)) if i not in failed]
+            if not alive:
+                break
+            shift = rnd % len(alive)
+            for i in alive[shift:] + alive[:shift]:
+                inp, t0 = inputs[i], time.perf_counter()
+                args = (
+                    str(inp.artifact_path),
+                    str(inp.args_path),
+                    self.number,
+                    1,
+                    self.min_repeat_ms,
+                    str(inp.device),
+                )
+                outcome = self._call(worker, _time_again, args)
+                if outcome is None:  # the worker was replaced since: load and check again
+                    again = self._run_one(worker, inp, 1, keep=True)
+                    outcome = (again.error_kind, again.error_msg, again.latencies_s)
+                kind, msg, lats = outcome
+                run_s[i] += time.perf_counter() - t0
+                if kind is None and lats:
+                    times[i].extend(lats)
+                else:
+                    failed[i] = self._result(kind or ErrorKind.RUN, msg, (), run_s[i])
+        return [
+            failed[i] if i in failed else self._result(None, None, tuple(times[i]), run_s[i])
+            for i in range(len(inputs))
+        ]
+
+    def _run_one(
+        self, worker: ManagedWorker, inp: RunInput, repeat: int, *, keep: bool = False
+    ) -> RunResult:
         t0 = time.perf_counter()
         args = (
             str(inp.artifact_path),
@@ -540,34 +663,42 @@ class LocalRunner:
             None if inp.expected_path is None else str(inp.expected_path),
             float(inp.rtol),
             self.number,
-            self.repeat,
+            repeat,
             self.min_repeat_ms,
             str(inp.device),
+            keep,
         )
-        restart = False
+        kind, msg, lats = self._call(worker, _run_candidate, args)
+        return self._result(kind, msg, lats, time.perf_counter() - t0)
+
+    def _call(self, worker: ManagedWorker, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``fn(*args)`` in the worker; a timeout or a crash becomes ``(kind, message, ())``
+        and the worker is replaced."""
         try:
-            kind, msg, lats = worker.call(_run_candidate, args, timeout_s=self.timeout_s)
+            return worker.call(fn, args, timeout_s=self.timeout_s)
         except TimeoutError:
-            kind, msg, lats = ErrorKind.RUN_TIMEOUT, f"exceeded {self.timeout_s:g} s", ()
-            restart = True
+            out = (ErrorKind.RUN_TIMEOUT, f"exceeded {self.timeout_s:g} s", ())
         except ChildProcessError:
-            kind, msg = ErrorKind.CRASH, "worker process died (e.g. segfault) while running"
-            lats = ()
-            restart = True
+            out = (ErrorKind.CRASH, "worker process died (e.g. segfault) while running", ())
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable input
-            kind, msg, lats = ErrorKind.RUN, short_error(exc), ()
-        if restart:
-            try:  # replace the worker now so the next candidate's time is not charged for it
-                worker.start()
-            except Exception:  # noqa: BLE001 - the next call retries lazily
-                worker.kill()
-        latency = statistics.median(lats) if kind is None and lats else None
+            return (ErrorKind.RUN, short_error(exc), ())
+        try:  # replace the worker now so the next candidate's time is not charged for it
+            worker.start()
+        except Exception:  # noqa: BLE001 - the next call retries lazily
+            worker.kill()
+        return out
+
+    @staticmethod
+    def _result(
+        kind: str | None, msg: str | None, lats: Sequence[float], run_s: float
+    ) -> RunResult:
+        ok = kind is None and bool(lats)
         return RunResult(
-            latency_s=latency,
+            latency_s=statistics.median(lats) if ok else None,
             latencies_s=tuple(lats) if kind is None else (),
             error_kind=kind,
             error_msg=msg,
-            run_s=time.perf_counter() - t0,
+            run_s=run_s,
         )
 
     def worker_info(self) -> dict[str, Any]:

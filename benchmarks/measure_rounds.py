@@ -1,0 +1,179 @@
+"""Interleaved timing rounds against back-to-back repeats: does a tune measure its trials right?
+
+A tune times each trial once, in a worker process, between builds. On a virtual machine a kernel
+runs up to 2x slower for 0.1 to 1 s after a process (a build) has freed much memory (Zen 5,
+2026-11-28), so a trial timed in such a spell is ranked behind slower ones and can be lost to
+the final pick. ``LocalRunner(interleave=True)`` (:class:`heronlike.measure.LocalRunner`) times a
+batch in interleaved rounds, so that a spell shorter than the batch falls on one round of
+several candidates rather than on every measurement of one.
+
+For each case and seed this runs two tunes of the same budget and seed, one after the other
+(which goes first alternates with the seed): ``rounds`` (``interleave=True``) and
+``back_to_back`` (the default runner). Then every distinct trial of both
+is rebuilt and timed by the fair table's harness (:func:`benchmarks.suite.time_tvm_kernels`:
+fresh processes, outputs checked, the median of three rounds, the order rotated), the reference.
+Per tune, one CSV row:
+
+* ``trial_err_median``, ``trial_err_max``: ``|tuning-time / harness - 1|`` over its trials;
+* ``slow_trials``: trials the tune timed ≥ 1.25x slower than the harness;
+* ``picked_ms``: the harness latency of the kernel the tune returned; ``best_ms``: the fastest
+  harness latency among its trials; ``picked_vs_best`` their ratio (1.0: it returned its
+  truly fastest trial).
+
+Usage::
+
+    python benchmarks/measure_rounds.py                      # C3D5,C3D1,G4,D3; seeds 0-3
+    python benchmarks/measure_rounds.py --cases C3D5 --seeds 0
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import tvm  # noqa: E402
+
+import heronlike  # noqa: E402
+from benchmarks import suite  # noqa: E402
+from heronlike.host import machine_stamp  # noqa: E402
+from heronlike.measure import LocalRunner  # noqa: E402
+from heronlike.records import Records  # noqa: E402
+from heronlike.reference import random_inputs, reference_outputs  # noqa: E402
+from heronlike.target import get_target  # noqa: E402
+
+#: rows whose tuning-time and harness latencies disagreed in the 2026-11-28 table
+DEFAULT_CASES = ("C3D5", "C3D1", "G4", "D3")
+RUNNERS = {"rounds": True, "back_to_back": False}
+SLOW = 1.25
+
+
+def tune_once(compute, target: str, a, seed: int, interleave: bool, work: Path):  # noqa: ANN001
+    """One tune at the suite's trial timing; its result and its trials (records)."""
+    work.mkdir(parents=True)
+    cores = get_target(target).cores
+    with LocalRunner(
+        num_threads=cores,
+        number=suite.TRIAL_NUMBER,
+        repeat=suite.TRIAL_REPEAT,
+        min_repeat_ms=suite.MIN_REPEAT_MS,
+        interleave=interleave,
+    ) as runner:
+        r = heronlike.tune(
+            compute,
+            target,
+            trials=a.trials,
+            batch_size=a.batch,
+            seed=seed,
+            records=work / "records.sqlite",
+            work_dir=work,
+            finalists=suite.FINALISTS,
+            final_repeat=suite.FINAL_REPEAT,
+            runner=runner,
+        )
+    with Records(work / "records.sqlite") as rec:
+        trials = rec.trials(r.workload_key, r.target_key)
+    return r, [t for t in trials if t.ok]
+
+
+def harness_ms(space, assignments: dict[tuple, dict], work: Path) -> dict[tuple, float]:  # noqa: ANN001
+    """Harness milliseconds of each distinct assignment (key -> ms).
+
+    Raises:
+        RuntimeError: a program failed or differs from the reference.
+    """
+    target = tvm.target.Target(space.target.tvm_target())
+    arrays = random_inputs(space.logical, np.random.default_rng(0))
+    expected = reference_outputs(space.logical, arrays)
+    args = space.prepare_args(arrays)
+    kernels = {}
+    for n, (key, assignment) in enumerate(assignments.items()):
+        path = work / f"k{n}.so"
+        tvm.compile(space.program(assignment), target=target).export_library(str(path))
+        kernels[key] = (path, args)
+    named = {f"k{n}": v for n, v in enumerate(kernels.values())}
+    timed = suite.time_tvm_kernels(named, expected, work, space.target.cores)
+    out = {}
+    for key, name in zip(kernels, named, strict=True):
+        seconds, correct, message = timed[name]
+        if seconds is None or not correct:
+            raise RuntimeError(f"{name}: {message or 'wrong result'}")
+        out[key] = seconds * 1e3
+    return out
+
+
+def k_of(assignment: dict) -> tuple:
+    """An assignment's identity."""
+    return tuple(sorted(assignment.items()))
+
+
+def one_case(spec: str, a, mode, work: Path) -> list[dict]:  # noqa: ANN001
+    name, op, params, _ = suite.parse_case(spec)
+    run_params, _ = suite.pad_to_intrinsic(op, params, mode)
+    compute = getattr(heronlike.ops, op)(**run_params, dtype="int8")
+    rows = []
+    for seed in (int(s) for s in a.seeds.split(",")):
+        order = list(RUNNERS) if seed % 2 == 0 else list(reversed(RUNNERS))
+        tunes = {
+            who: tune_once(compute, mode.target, a, seed, RUNNERS[who], work / f"{who}-{seed}")
+            for who in order
+        }
+        space = next(iter(tunes.values()))[0].space
+        distinct: dict[tuple, dict] = {}
+        for r, trials in tunes.values():
+            for t in [*trials, r]:
+                distinct.setdefault(k_of(t.assignment), dict(t.assignment))
+        (work / f"harness-{seed}").mkdir()
+        truth = harness_ms(space, distinct, work / f"harness-{seed}")
+        for who in order:
+            r, trials = tunes[who]
+            ratios = [t.latency_s * 1e3 / truth[k_of(t.assignment)] for t in trials]
+            errors = [abs(x - 1.0) for x in ratios]
+            picked = truth[k_of(r.assignment)]
+            best = min(truth[k_of(t.assignment)] for t in trials)
+            row = dict(
+                case=name,
+                op=op,
+                shape_run=suite._params_text(run_params),
+                runner=who,
+                first=order[0],
+                seed=seed,
+                trials=a.trials,
+                batch=a.batch,
+                ok_trials=len(trials),
+                trial_err_median=statistics.median(errors),
+                trial_err_max=max(errors),
+                slow_trials=sum(x >= SLOW for x in ratios),
+                tuning_best_ms=r.latency_s * 1e3,
+                picked_ms=picked,
+                best_ms=best,
+                picked_vs_best=picked / best,
+                threads=space.target.cores,
+                **machine_stamp(),
+            )
+            print(
+                f"[{name} seed {seed}] {who:12s}: trial error median {row['trial_err_median']:.1%}"
+                f" max {row['trial_err_max']:.1%}, {row['slow_trials']} slow; picked "
+                f"{picked:.4f} ms, best {best:.4f} ms ({row['picked_vs_best']:.3f}x)",
+                flush=True,
+            )
+            rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = suite.per_case_parser(__doc__, DEFAULT_CASES)
+    p.add_argument("--seeds", default="0,1,2,3", help="comma-separated tune seeds")
+    a = p.parse_args(argv)
+    suite.run_per_case(a, one_case, "measure_rounds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
