@@ -16,9 +16,13 @@ Per tune, one CSV row:
 
 * ``trial_err_median``, ``trial_err_max``: ``|tuning-time / harness - 1|`` over its trials;
 * ``slow_trials``: trials the tune timed ≥ 1.25x slower than the harness;
-* ``picked_ms``: the harness latency of the kernel the tune returned; ``best_ms``: the fastest
-  harness latency among its trials; ``picked_vs_best`` their ratio (1.0: it returned its
-  truly fastest trial).
+* ``picked_ms``: the harness latency of the kernel the tune returned (the suite's finish:
+  its ``suite.FINALISTS`` fastest trials re-measured); ``best_ms``: the fastest harness
+  latency among its trials; ``picked_vs_best`` their ratio (1.0: it returned its truly
+  fastest trial);
+* ``top<k>_vs_best`` (k = 1, 2, 4, 8): the same for the fastest by the harness of the k trials
+  the tune timed fastest, what a finish with k finalists returns if its re-measure agrees with
+  the harness (``heronlike.tune``'s default is 4).
 
 Usage::
 
@@ -52,6 +56,8 @@ from heronlike.target import get_target  # noqa: E402
 DEFAULT_CASES = ("C3D5", "C3D1", "G4", "D3")
 RUNNERS = {"rounds": True, "back_to_back": False}
 SLOW = 1.25
+#: finalist counts whose pick is simulated from the harness times (``top<k>_vs_best``)
+TOP_K = (1, 2, 4, 8)
 
 
 def tune_once(compute, target: str, a, seed: int, interleave: bool, work: Path):  # noqa: ANN001
@@ -108,6 +114,14 @@ def harness_ms(space, assignments: dict[tuple, dict], work: Path) -> dict[tuple,
     return out
 
 
+def top_k(trials, truth: dict[tuple, float], k: int) -> float:  # noqa: ANN001
+    """The harness milliseconds of the fastest (by the harness) of the ``k`` trials a tune
+    timed fastest: what a finish re-measuring ``k`` finalists would return if its re-measure
+    agreed with the harness."""
+    ranked = sorted(trials, key=lambda t: t.latency_s)[:k]
+    return min(truth[k_of(t.assignment)] for t in ranked)
+
+
 def k_of(assignment: dict) -> tuple:
     """An assignment's identity."""
     return tuple(sorted(assignment.items()))
@@ -154,6 +168,7 @@ def one_case(spec: str, a, mode, work: Path) -> list[dict]:  # noqa: ANN001
                 picked_ms=picked,
                 best_ms=best,
                 picked_vs_best=picked / best,
+                **{f"top{k}_vs_best": top_k(trials, truth, k) / best for k in TOP_K},
                 threads=space.target.cores,
                 **machine_stamp(),
             )

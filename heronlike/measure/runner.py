@@ -523,10 +523,10 @@ class LocalRunner:
     finalists the same way. It is off by default: the results then reach ``on_result`` only
     when the last round ends, so a ``kill -9`` during the rounds loses every trial of the batch
     instead of the one in flight, and what it buys is small (``benchmarks/measure_rounds.py``,
-    docs/results.md "Timing a batch in interleaved rounds": the mean of 16 tunes' median trial
-    errors against the harness 3.5 % against 6.0 %, as many trials timed >= 1.25x slow, and as
-    many tunes returning their fastest trial). TVM MetaSchedule's runner and AutoTVM time each
-    candidate's repeats back to back too.
+    docs/results.md "Timing a batch in interleaved rounds", 32 tunes each on Zen 5: the mean of
+    the tunes' median trial errors against the harness 3.1 % against 4.4 %, 15 of 512 trials
+    timed >= 1.25x slow either way, the fastest trial returned by 24 tunes against 20). TVM
+    MetaSchedule's runner and AutoTVM time each candidate's repeats back to back too.
 
     Args:
         num_threads: threads for the worker's TVM runtime pool (and OpenMP/BLAS);
