@@ -36,20 +36,16 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-import tvm  # noqa: E402
-
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
+from benchmarks.padding_skip import time_side_by_side  # noqa: E402
 from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.measure import LocalRunner  # noqa: E402
 from heronlike.records import Records  # noqa: E402
-from heronlike.reference import random_inputs, reference_outputs  # noqa: E402
 from heronlike.target import get_target  # noqa: E402
 
 #: rows whose tuning-time and harness latencies disagreed in the 2026-11-28 table
@@ -89,29 +85,16 @@ def tune_once(compute, target: str, a, seed: int, interleave: bool, work: Path):
 
 
 def harness_ms(space, assignments: dict[tuple, dict], work: Path) -> dict[tuple, float]:  # noqa: ANN001
-    """Harness milliseconds of each distinct assignment (key -> ms).
+    """Harness milliseconds of each distinct assignment (key -> ms), all timed side by side
+    (:func:`benchmarks.padding_skip.time_side_by_side`, the suite's rounds).
 
     Raises:
         RuntimeError: a program failed or differs from the reference.
     """
-    target = tvm.target.Target(space.target.tvm_target())
-    arrays = random_inputs(space.logical, np.random.default_rng(0))
-    expected = reference_outputs(space.logical, arrays)
-    args = space.prepare_args(arrays)
-    kernels = {}
-    for n, (key, assignment) in enumerate(assignments.items()):
-        path = work / f"k{n}.so"
-        tvm.compile(space.program(assignment), target=target).export_library(str(path))
-        kernels[key] = (path, args)
-    named = {f"k{n}": v for n, v in enumerate(kernels.values())}
-    timed = suite.time_tvm_kernels(named, expected, work, space.target.cores)
-    out = {}
-    for key, name in zip(kernels, named, strict=True):
-        seconds, correct, message = timed[name]
-        if seconds is None or not correct:
-            raise RuntimeError(f"{name}: {message or 'wrong result'}")
-        out[key] = seconds * 1e3
-    return out
+    names = {key: f"k{n}" for n, key in enumerate(assignments)}
+    programs = {names[key]: space.program(a) for key, a in assignments.items()}
+    seconds = time_side_by_side(programs, space, suite.HARNESS_ROUNDS, work)
+    return {key: seconds[name] * 1e3 for key, name in names.items()}
 
 
 def top_k(trials, truth: dict[tuple, float], k: int) -> float:  # noqa: ANN001
