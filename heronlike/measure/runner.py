@@ -396,6 +396,16 @@ _LOADED: dict[str, Any] = {}
 _TIMING_TENSORS: dict[tuple[str, str], list[Any]] = {}
 
 
+def _time(
+    mod: Any, dev: Any, tensors: list[Any], number: int, repeat: int, min_repeat_ms: float
+) -> tuple[float, ...]:
+    """Worker side: ``repeat`` measurements (seconds per call) of ``mod``'s ``main``."""
+    timer = mod.time_evaluator(  # TVM takes whole milliseconds
+        "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
+    )
+    return tuple(float(x) for x in timer(*tensors).results)
+
+
 def _run_candidate(
     artifact_path: str,
     args_path: str,
@@ -446,10 +456,7 @@ def _run_candidate(
 
         if (msg := check("first call")) is not None:
             return ErrorKind.WRONG_RESULT, msg, ()
-        timer = mod.time_evaluator(  # TVM takes whole milliseconds
-            "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
-        )
-        results = tuple(float(x) for x in timer(*tensors).results)
+        results = _time(mod, dev, tensors, number, repeat, min_repeat_ms)
         # the timed calls ran on the checked outputs: a kernel that accumulates across calls
         # (initialises once, or never) is wrong after them
         if (msg := check("after the timed calls")) is not None:
@@ -487,10 +494,7 @@ def _time_again(
             _TIMING_TENSORS.clear()
             arrays = _ordered_args(_load_npz_cached(args_path, "args"), args_path)
             tensors = _TIMING_TENSORS[key] = [tvm.runtime.tensor(a, dev) for a in arrays]
-        timer = mod.time_evaluator(
-            "main", dev, number=number, repeat=repeat, min_repeat_ms=math.ceil(min_repeat_ms)
-        )
-        return None, None, tuple(float(x) for x in timer(*tensors).results)
+        return None, None, _time(mod, dev, tensors, number, repeat, min_repeat_ms)
     except Exception as exc:  # noqa: BLE001 - failures are data
         return ErrorKind.RUN, short_error(exc), ()
 
