@@ -85,18 +85,71 @@ def test_derive_equal_wall_time() -> None:
     row = {
         "heronlike_ms": 1.0,
         "ms_ms": 2.0,
+        "heronlike_eq_wall_ms": 0.8,  # the harness's time of heronlike's longer tune
         "heronlike_vnni": True,
         "ms_vnni": False,
         "_heronlike_curve": [(8, 5.0, 2e-3), (16, 10.0, 1e-3)],
         "_ms_curve": [(8, 12.0, 3e-3), (16, 30.0, 2e-3)],
+        "_heronlike_eq_wall_curve": [(8, 5.0, 2e-3), (16, 10.0, 1e-3), (40, 29.0, 0.9e-3)],
     }
     suite.derive(row, flop=2e9, peak=1e12)
     assert row["speedup_vs_ms"] == 2.0 and row["both_vnni"] is False
     assert row["heronlike_pct_peak"] == pytest.approx(100 * 2e9 / 1e-3 / 1e12)
-    assert row["eq_wall_s"] == 10.0  # heronlike finished first
-    assert row["heronlike_best_at_eq_wall_ms"] == pytest.approx(1.0)
-    assert row["ms_best_at_eq_wall_ms"] is None  # MetaSchedule had nothing by 10 s
+    assert row["eq_wall_s"] == 30.0  # MetaSchedule's search time, the longer one
+    assert row["speedup_vs_ms_at_eq_wall"] == pytest.approx(2.0 / 0.8)
+    assert row["heronlike_eq_wall_tuning_best_ms"] == pytest.approx(0.9)
+    assert row["ms_best_at_heronlike_s_ms"] is None  # MetaSchedule had nothing by 10 s
     assert row["ms_trials_to_95"] == 16 and row["heronlike_s_to_95"] == 10.0
+    assert not any(k.startswith("_") for k in row)
+
+
+def test_equal_wall_time_continues_the_tune_on_a_copy_of_its_records(tmp_path: Path) -> None:
+    """heronlike given MetaSchedule's search time: a real 2-trial tune, then its continuation
+    for a MetaSchedule that searched 4 s longer; the first tune's records stay as they were."""
+    import argparse
+
+    import heronlike
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+    from heronlike.reference import random_inputs
+
+    mode = suite.resolve_mode()
+    compute = ops.gemm(M=32, N=32, K=32, dtype="int8")
+    arrays = random_inputs(ComputeDAG.from_compute(compute), np.random.default_rng(0))
+    args = argparse.Namespace(trials=2, batch=2, time_limit=None, explorer="random", seed=0)
+    (tmp_path / "heronlike").mkdir()
+    row, kernel, _ = suite.run_heronlike(compute, args, mode, tmp_path / "heronlike", arrays)
+    assert kernel is not None and row["heronlike_trials"] == 2
+    first_s = row["_heronlike_curve"][-1][1]
+    row["_ms_curve"] = [(2, first_s + 4.0, 1e-3)]
+    eq, eq_kernel = suite.run_heronlike_equal_wall(compute, args, mode, tmp_path, arrays, row)
+    assert eq_kernel is not None and "heronlike_eq_wall_status" not in eq  # no failure
+    assert eq["heronlike_eq_wall_trials"] > 2  # the 2 trials resumed, more measured
+    assert eq["heronlike_eq_wall_search_s"] >= first_s + 4.0 - 1e-6  # it searched until then
+    curve = eq["_heronlike_eq_wall_curve"]
+    assert curve[: len(row["_heronlike_curve"])] == row["_heronlike_curve"]
+    db = heronlike.Records(tmp_path / "heronlike" / "records.sqlite")
+    try:
+        (w,) = db.workloads()
+        assert len(db.trials(w["workload_key"], w["target_key"])) == 2  # untouched
+    finally:
+        db.close()
+    # MetaSchedule finished first: nothing to continue
+    row["_ms_curve"] = [(2, first_s / 2, 1e-3)]
+    eq, eq_kernel = suite.run_heronlike_equal_wall(compute, args, mode, tmp_path, arrays, row)
+    assert eq_kernel is None and eq["heronlike_eq_wall_status"].startswith("not run")
+
+
+def test_pytorch_is_the_median_of_its_harness_rounds() -> None:
+    runs = [(3e-3, "x86"), (1e-3, "onednn"), (None, "PyTorch failed: boom"), (2e-3, "onednn")]
+    t, what = suite.median_run(runs)
+    assert t == 2e-3 and what == "onednn [median of 3 processes; 1 failed]"
+    assert suite.median_run([(1e-3, "a"), (2e-3, "b")]) == (1e-3, "a [median of 2 processes]")
+    assert suite.median_run([(None, "PyTorch failed: boom")]) == (None, "PyTorch failed: boom")
+    # the harness times the other column in every round, with or without tuned kernels
+    seen: list[int] = []
+    assert suite.time_tvm_kernels({}, {}, Path("."), 1, rounds=3, also=seen.append) == {}
+    assert seen == [0, 1, 2]
 
 
 def test_geomean_over_all_rows_and_both_vnni_rows() -> None:
