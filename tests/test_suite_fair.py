@@ -396,6 +396,14 @@ def test_tiny_suite_run_with_metaschedule(tmp_path: Path) -> None:
         float(row["ms_ms"]) / float(row["heronlike_ms"])
     )
     assert row["ms_weights"] != "plain"  # heronlike's packed weight layout
+    # equal wall time: heronlike's tune continued until MetaSchedule's search time, its kernel
+    # timed by the harness (MetaSchedule's search, with its start-up, is the longer one)
+    assert row["heronlike_eq_wall_status"] == "ok", row["heronlike_eq_wall_status"]
+    assert int(row["heronlike_eq_wall_trials"]) > int(row["heronlike_trials"])
+    assert float(row["eq_wall_s"]) == pytest.approx(float(row["ms_search_s"]))
+    assert float(row["speedup_vs_ms_at_eq_wall"]) == pytest.approx(
+        float(row["ms_ms"]) / float(row["heronlike_eq_wall_ms"])
+    )
 
 
 def test_a_peak_read_low_is_replaced_by_the_higher_reading_after_the_cases() -> None:
