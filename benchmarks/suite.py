@@ -751,9 +751,9 @@ def run_heronlike_equal_wall(
     continued (on a copy of its records, in ``case_dir/heronlike_eq_wall``) until its search
     seconds, counted from the first tune's start, reach MetaSchedule's: no batch starts later
     than one batch's time (the first tune's mean) before them, so the last ends about then
-    (``heronlike_eq_wall_search_s`` says when it did). CSV
-    fields ``heronlike_eq_wall_*`` and its kernel as in :func:`run_heronlike` (None when it was
-    not run: MetaSchedule's search was not the longer, or a tuner has no curve)."""
+    (``heronlike_eq_wall_search_s`` says when it did). CSV fields ``heronlike_eq_wall_*`` and
+    its kernel as in :func:`run_heronlike` (None when it was not run: MetaSchedule's search was
+    not the longer, or a tuner has no curve)."""
     import sqlite3
 
     who = "heronlike_eq_wall"
