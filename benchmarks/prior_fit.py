@@ -18,6 +18,10 @@ ranks its trials, and the script prints
 Then it fits on every workload and prints the weights as the Python mapping a target's
 ``prior()`` returns (``dla_targets/dlboost.py`` holds the DL Boost one).
 
+``--tile-loads`` runs the check twice, the second time with one candidate feature more,
+computed here and not yet part of :class:`~heronlike.features.ScheduleFeatures`: the register
+tile's vector loads per intrinsic call (:func:`tile_loads`), named ``T.loads``.
+
     python benchmarks/prior_fit.py benchmarks/out/resnet50-qdq-int8.sqlite \\
         benchmarks/out/suite-*/*/heronlike/records.sqlite --target dlboost
 """
@@ -37,14 +41,49 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from heronlike.features import ScheduleFeatures  # noqa: E402
-from heronlike.prior import fit_linear_prior  # noqa: E402
+from heronlike.prior import GENERIC_FEATURES, _main_stage, fit_linear_prior  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
 
 Workload = tuple[list[str], np.ndarray, np.ndarray]
 
 
-def load(paths: list[Path], target: str, min_trials: int) -> tuple[list[Workload], list[str]]:
-    """``(names, features, latencies)`` of every usable workload, and the skipped ones' reasons."""
+def tile_loads(space, names: list[str], assignments: list[dict[str, int]]) -> np.ndarray:
+    """``(n,)`` vector loads per intrinsic call of the main stage's register tile.
+
+    The register tile is the main stage's innermost spatial tiling level (the loops around the
+    intrinsic, unrolled). Per reduction step, each of its ``V`` output vectors (its extent
+    along the output's last axis, the axis the intrinsic vectorises) needs one load of the
+    weight, and each of its ``P`` other output points one broadcast of the input, for ``P * V``
+    intrinsic calls: ``(P + V) / (P * V) = 1/V + 1/P`` loads per call. A 4 x 4 tile needs 0.5,
+    a 7 x 1 one 1.14 (on C3D1 the fastest trials had 0.5). Zeros where the stage has no
+    spatial level (a feature a space does not have is 0, as in
+    :func:`heronlike.prior.generic_features`; the fit centres it away). ``names``: the
+    featurizer's column names (they name the main stage)."""
+    main = _main_stage(names)
+    nest = list(space.nests.get(main, ())) if main else []
+    stage = space.dag.stage(main) if nest else None
+    levels = [lp.level for lp in nest if lp.level and lp.level.startswith("S")]
+    if stage is None or not levels or not stage.write.axes:
+        return np.zeros(len(assignments))
+    last = stage.write.axes[-1]
+    loops = [lp for lp in nest if lp.level == levels[-1]]
+
+    def extent(a: dict[str, int], e: object) -> float:
+        return float(e) if isinstance(e, int) else float(a[str(e)])
+
+    out = []
+    for a in assignments:
+        v = np.prod([extent(a, lp.extent) for lp in loops if last in lp.axis.split("+")])
+        pts = np.prod([extent(a, lp.extent) for lp in loops if last not in lp.axis.split("+")])
+        out.append(1.0 / v + 1.0 / pts)
+    return np.array(out)
+
+
+def load(
+    paths: list[Path], target: str, min_trials: int, extra: bool = False
+) -> tuple[list[Workload], list[str]]:
+    """``(names, features, latencies)`` of every usable workload, and the skipped ones'
+    reasons; with ``extra``, :func:`tile_loads` appended as column ``<main>.T.loads``."""
     import tvm.script
 
     out: list[Workload] = []
@@ -65,11 +104,16 @@ def load(paths: list[Path], target: str, min_trials: int) -> tuple[list[Workload
                 try:
                     space = generate_space(tvm.script.from_source(text), tk)
                     featurizer = ScheduleFeatures(space)
-                    x = featurizer([json.loads(a) for a, _ in rows])
+                    assignments = [json.loads(a) for a, _ in rows]
+                    x, names = featurizer(assignments), list(featurizer.names)
+                    if extra:
+                        loads = tile_loads(space, names, assignments)
+                        x = np.concatenate([x, loads[:, None]], axis=1)
+                        names.append(f"{_main_stage(names)}.T.loads")
                 except Exception as exc:  # noqa: BLE001 - a space the current rules changed
                     skipped.append(f"{path}:{wk}: {type(exc).__name__} {exc}")
                     continue
-                out.append((featurizer.names, x, np.array([lat for _, lat in rows])))
+                out.append((names, x, np.array([lat for _, lat in rows])))
     return out, skipped
 
 
@@ -104,29 +148,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=32, help="first-round pool size of the check")
     p.add_argument("--k", type=int, default=8, help="programs picked from a pool")
     p.add_argument("--ridge", type=float, default=1.0)
+    p.add_argument(
+        "--tile-loads",
+        action="store_true",
+        help="check (and fit) a second time with the register tile's loads per intrinsic call",
+    )
     a = p.parse_args(argv)
-    data, skipped = load(a.records, a.target, a.min_trials)
+    data, skipped = load(a.records, a.target, a.min_trials, extra=a.tile_loads)
     print(f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials; skipped {len(skipped)}")
     if len(data) < 3:
         print("need at least 3 workloads", file=sys.stderr)
         return 1
-    rng = np.random.default_rng(0)
-    rhos, gains = [], []
-    for i, (names, x, latency) in enumerate(data):
-        prior = fit_linear_prior(data[:i] + data[i + 1 :], ridge=a.ridge)
-        score = prior.score(names, x)
-        rhos.append(spearman(score, -np.log(latency)))
-        gains.append(first_round_gain(score, latency, a.pool, a.k, rng))
-    print(
-        f"leave-one-workload-out: Spearman median {np.median(rhos):.2f}, mean {np.mean(rhos):.2f}; "
-        f"top-{a.k} of {a.pool} vs random {a.k}: best {np.exp(np.mean(gains)):.3f}x "
-        f"(worse on {sum(g < 0 for g in gains)} of {len(gains)} workloads)"
-    )
-    prior = fit_linear_prior(data, ridge=a.ridge)
-    print("weights = {")
-    for name, w in prior.weights.items():
-        print(f'    "{name}": {w:+.4f},')
-    print("}")
+    feature_sets = [("generic features", GENERIC_FEATURES)]
+    if a.tile_loads:
+        feature_sets.append(("generic features + T.loads", (*GENERIC_FEATURES, "T.loads")))
+    for label, features in feature_sets:
+        rng = np.random.default_rng(0)
+        rhos, gains = [], []
+        for i, (names, x, latency) in enumerate(data):
+            prior = fit_linear_prior(data[:i] + data[i + 1 :], features=features, ridge=a.ridge)
+            score = prior.score(names, x)
+            rhos.append(spearman(score, -np.log(latency)))
+            gains.append(first_round_gain(score, latency, a.pool, a.k, rng))
+        print(
+            f"{label}, leave-one-workload-out: Spearman median {np.median(rhos):.2f}, mean "
+            f"{np.mean(rhos):.2f}; top-{a.k} of {a.pool} vs random {a.k}: best "
+            f"{np.exp(np.mean(gains)):.3f}x (worse on {sum(g < 0 for g in gains)} of "
+            f"{len(gains)} workloads)"
+        )
+        prior = fit_linear_prior(data, features=features, ridge=a.ridge)
+        print("weights = {")
+        for name, w in prior.weights.items():
+            print(f'    "{name}": {w:+.4f},')
+        print("}")
     return 0
 
 

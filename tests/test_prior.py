@@ -109,3 +109,23 @@ def test_dlboost_has_a_prior_over_generic_features_and_tune_records_it(tmp_path)
         runs = [db.run_info(i) for i in (1, 2)]
     assert runs[0]["options"]["prior"] == prior.source
     assert runs[1]["options"]["prior"] is None
+
+
+def test_tile_loads_counts_the_register_tiles_loads_per_intrinsic_call() -> None:
+    """``benchmarks/prior_fit.py --tile-loads``' candidate feature on a DL Boost GEMM (built
+    for a VNNI CPU, never run): a tile of i rows by j output vectors (the innermost spatial
+    split factors ``C.v_i.S2``, ``C.v_j.S2``) needs i broadcasts and j weight loads for i * j
+    ``vpdpbusd``."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.prior_fit import tile_loads
+
+    space = generate_space(ops.gemm(64, 64, 64, dtype="int8"), "dlboost -mcpu=znver4")
+    _, ex = search_for(space, "random", seed=0)
+    pool = ex.sampler.sample(16)
+    got = tile_loads(space, ex.featurizer.names, pool)
+    want = [1 / a["C.v_j.S2"] + 1 / a["C.v_i.S2"] for a in pool]
+    assert got == pytest.approx(want)
+    assert len(set(want)) > 2  # the pool holds tiles of several shapes
