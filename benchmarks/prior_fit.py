@@ -41,13 +41,13 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from heronlike.features import ScheduleFeatures  # noqa: E402
-from heronlike.prior import GENERIC_FEATURES, _main_stage, fit_linear_prior  # noqa: E402
+from heronlike.prior import GENERIC_FEATURES, fit_linear_prior, main_stage  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
 
 Workload = tuple[list[str], np.ndarray, np.ndarray]
 
 
-def tile_loads(space, names: list[str], assignments: list[dict[str, int]]) -> np.ndarray:
+def tile_loads(space, main: str | None, assignments: list[dict[str, int]]) -> np.ndarray:
     """``(n,)`` vector loads per intrinsic call of the main stage's register tile.
 
     The register tile is the main stage's innermost spatial tiling level (the loops around the
@@ -57,9 +57,8 @@ def tile_loads(space, names: list[str], assignments: list[dict[str, int]]) -> np
     intrinsic calls: ``(P + V) / (P * V) = 1/V + 1/P`` loads per call. A 4 x 4 tile needs 0.5,
     a 7 x 1 one 1.14 (on C3D1 the fastest trials had 0.5). Zeros where the stage has no
     spatial level (a feature a space does not have is 0, as in
-    :func:`heronlike.prior.generic_features`; the fit centres it away). ``names``: the
-    featurizer's column names (they name the main stage)."""
-    main = _main_stage(names)
+    :func:`heronlike.prior.generic_features`; the fit centres it away). ``main``: the main
+    stage (:func:`heronlike.prior.main_stage` of the featurizer's column names)."""
     nest = list(space.nests.get(main, ())) if main else []
     stage = space.dag.stage(main) if nest else None
     levels = [lp.level for lp in nest if lp.level and lp.level.startswith("S")]
@@ -107,9 +106,10 @@ def load(
                     assignments = [json.loads(a) for a, _ in rows]
                     x, names = featurizer(assignments), list(featurizer.names)
                     if extra:
-                        loads = tile_loads(space, names, assignments)
+                        main = main_stage(names)
+                        loads = tile_loads(space, main, assignments)
                         x = np.concatenate([x, loads[:, None]], axis=1)
-                        names.append(f"{_main_stage(names)}.T.loads")
+                        names.append(f"{main}.T.loads")
                 except Exception as exc:  # noqa: BLE001 - a space the current rules changed
                     skipped.append(f"{path}:{wk}: {type(exc).__name__} {exc}")
                     continue

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["GENERIC_FEATURES", "LinearPrior", "fit_linear_prior", "generic_features"]
+__all__ = ["GENERIC_FEATURES", "LinearPrior", "fit_linear_prior", "generic_features", "main_stage"]
 
 #: the generic features a prior is fitted on (:func:`generic_features` gives their meaning)
 GENERIC_FEATURES: tuple[str, ...] = (
@@ -54,7 +54,10 @@ _FILL = re.compile(r"^(?P<stage>\w+)\.(?P<mem>register|L1|L2)\.bytes\.fill$")
 _UNROLL = re.compile(r"^(?P<stage>\w+)\.unroll$")
 
 
-def _main_stage(names: Sequence[str]) -> str | None:
+def main_stage(names: Sequence[str]) -> str | None:
+    """The stage whose features :func:`generic_features` keeps: the first stage whose register
+    footprint the rules bound (a ``<stage>.register.bytes.fill`` column), else the first tiled
+    stage (a ``<stage>.<level>.<kind>`` column); ``None`` when ``names`` has neither."""
     for pattern in (_FILL, _LEVEL):
         for name in names:
             m = pattern.match(name)
@@ -81,7 +84,7 @@ def generic_features(names: Sequence[str], x: np.ndarray) -> dict[str, np.ndarra
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != len(names):
         raise ValueError(f"x must be (n, {len(names)}), got shape {x.shape}")
-    main = _main_stage(names)
+    main = main_stage(names)
     out: dict[str, np.ndarray] = {}
     for i, name in enumerate(names):
         if name in ("parallel.balance", "parallel.extent"):

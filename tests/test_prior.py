@@ -8,7 +8,13 @@ import pytest
 import heronlike
 from heronlike import ops
 from heronlike.explore import search_for
-from heronlike.prior import GENERIC_FEATURES, LinearPrior, fit_linear_prior, generic_features
+from heronlike.prior import (
+    GENERIC_FEATURES,
+    LinearPrior,
+    fit_linear_prior,
+    generic_features,
+    main_stage,
+)
 from heronlike.records import Records
 from heronlike.space import generate_space
 
@@ -125,7 +131,7 @@ def test_tile_loads_counts_the_register_tiles_loads_per_intrinsic_call() -> None
     space = generate_space(ops.gemm(64, 64, 64, dtype="int8"), "dlboost -mcpu=znver4")
     _, ex = search_for(space, "random", seed=0)
     pool = ex.sampler.sample(16)
-    got = tile_loads(space, ex.featurizer.names, pool)
+    got = tile_loads(space, main_stage(ex.featurizer.names), pool)
     want = [1 / a["C.v_j.S2"] + 1 / a["C.v_i.S2"] for a in pool]
     assert got == pytest.approx(want)
     assert len(set(want)) > 2  # the pool holds tiles of several shapes
