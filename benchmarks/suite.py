@@ -681,13 +681,11 @@ def run_heronlike(
     work: Path,
     arrays,
     who: str = "heronlike",
-    trials: int | None | str = "args",
-    time_budget_s: float | None | str = "args",
 ):
-    """Tune with heronlike (records ``work/records.sqlite``, resumed if there); CSV fields
+    """Tune with heronlike for ``args.trials`` trials (None: no limit) and at most
+    ``args.time_limit`` seconds (records ``work/records.sqlite``, resumed if there); CSV fields
     (named ``<who>_…``), its best kernel as ``(library, arrays in its layout)`` or None, and the
-    tune's space (whose ``packed`` layouts MetaSchedule gets too). ``trials`` and
-    ``time_budget_s`` default to ``args.trials`` and ``args.time_limit``."""
+    tune's space (whose ``packed`` layouts MetaSchedule gets too)."""
     import heronlike
     from benchmarks.metaschedule import asm_uses, executable_asm, library_uses_vnni
 
@@ -701,8 +699,8 @@ def run_heronlike(
         r = heronlike.tune(
             compute,
             mode.target,
-            trials=args.trials if trials == "args" else trials,
-            time_budget_s=args.time_limit if time_budget_s == "args" else time_budget_s,
+            trials=args.trials,
+            time_budget_s=args.time_limit,
             explorer=args.explorer,
             seed=args.seed,
             records=work / "records.sqlite",
@@ -774,10 +772,9 @@ def run_heronlike_equal_wall(
     finally:
         src.close()
         dst.close()
-    out, kernel, _ = run_heronlike(
-        compute, args, mode, work, arrays, who=who, trials=None,
-        time_budget_s=max(target_s - first_s - batch_s, 1e-3),
-    )  # fmt: skip
+    budget = max(target_s - first_s - batch_s, 1e-3)
+    more_args = argparse.Namespace(**{**vars(args), "trials": None, "time_limit": budget})
+    out, kernel, _ = run_heronlike(compute, more_args, mode, work, arrays, who=who)
     more = out.get(f"_{who}_curve") or []
     out[f"_{who}_curve"] = h + [(n, first_s + s, lat) for n, s, lat in more]
     out[f"{who}_curve"] = curve_text(out[f"_{who}_curve"])
