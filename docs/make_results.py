@@ -776,21 +776,24 @@ FAIR_ROOFLINE_COLUMNS = FAIR_COLUMNS + (
         "({bound})",
     ),
 )
-#: the fair table's geometric means: over all rows, over the rows where both best kernels use
-#: VNNI (the README's pair), and over those where both use the mode's intrinsic
-FAIR_HEADLINE_GEOMEANS = both(
-    geomean(
-        "case",
-        "geomean, all rows",
-        ("speedup_vs_ms", "speedup_vs_pytorch"),
-    ),
-    geomean(
-        "case",
-        "geomean, rows where both use VNNI",
-        ("speedup_vs_ms", "speedup_vs_pytorch"),
-        where=lambda r: r.get("both_vnni") == "True",  # CSV cells stay text
-    ),
-)
+
+
+def fair_geomeans(cols: tuple[str, ...]):
+    """The fair table's geometric means of ``cols``: over all rows and over the rows where both
+    best kernels use VNNI (the README's pair)."""
+    return both(
+        geomean("case", "geomean, all rows", cols),
+        geomean(
+            "case",
+            "geomean, rows where both use VNNI",
+            cols,
+            where=lambda r: r.get("both_vnni") == "True",  # CSV cells stay text
+        ),
+    )
+
+
+#: the equal-trials speedups' (FAIR_GEOMEANS adds the rows where both use the mode's intrinsic)
+FAIR_HEADLINE_GEOMEANS = fair_geomeans(("speedup_vs_ms", "speedup_vs_pytorch"))
 FAIR_GEOMEANS = both(
     FAIR_HEADLINE_GEOMEANS,
     geomean(
@@ -812,15 +815,8 @@ FAIR_VNNI_COLUMNS = FAIR_ROOFLINE_COLUMNS + (
         "{heronlike_eq_wall_trials} in {heronlike_eq_wall_search_s:.0f} / {eq_wall_s:.0f}",
     ),
 )
-_EQUAL_TRIALS_AND_WALL = ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
-FAIR_VNNI_GEOMEANS = both(
-    geomean("case", "geomean, all rows", _EQUAL_TRIALS_AND_WALL),
-    geomean(
-        "case",
-        "geomean, rows where both use VNNI",
-        _EQUAL_TRIALS_AND_WALL,
-        where=lambda r: r.get("both_vnni") == "True",
-    ),
+FAIR_VNNI_GEOMEANS = fair_geomeans(
+    ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 )
 #: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd)
 FAIR_VNNI_CSV = "suite_fair-vnni-*.csv"
