@@ -531,8 +531,9 @@ def time_tvm_kernels(
     from heronlike.measure import run_in_subprocess
 
     if not kernels:
-        for r in range(max(1, rounds) if also is not None else 0):
-            also(r)
+        if also is not None:
+            for r in range(max(1, rounds)):
+                also(r)
         return {}
     exp_path = work / "harness_expected.npz"
     np.savez(exp_path, **{f"arg{i}": a for i, a in expected.items()})
