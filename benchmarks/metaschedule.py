@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from heronlike.measure.runner import ManagedWorker, thread_env
+from heronlike.measure.runner import ManagedWorker, measure_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -347,7 +347,7 @@ class MetaScheduleWorker:
 
     def __init__(self, *, cores: int, guard: bool = True) -> None:
         self.cores = int(cores)
-        env = thread_env(self.cores)
+        env = measure_env(self.cores)
         path = os.environ.get("PYTHONPATH")
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + path if path else "")
         self._worker = ManagedWorker(_init_worker, (bool(guard),), env=env)

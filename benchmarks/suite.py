@@ -14,10 +14,14 @@ step after the other (no two tuners or timings overlap):
 3. **PyTorch** (CPU, oneDNN; the faster of the int8 paths PyTorch has for the operator, weights
    pre-packed where PyTorch can pre-pack them: ``torch.ao.nn.quantized.Linear`` / ``Conv*d``
    under the ``onednn`` and ``x86`` engines, and ``torch._int_mm``, whose weight cannot be
-   pre-packed) and **numpy** (float32 BLAS, :mod:`heronlike.baselines`).
+   pre-packed; ``torch._int_mm`` and ``torch.cumsum`` also into preallocated outputs,
+   ``out=``, as the tuned kernels write theirs) and **numpy** (float32 BLAS,
+   :mod:`heronlike.baselines`).
 
 **One harness times every column**: each of the four runs in a fresh process with the same
-thread environment (``thread_env(cores)``: TVM, OpenMP, BLAS), 3 warm-up calls, then the median
+environment (``measure_env(cores)``: the thread counts of TVM, OpenMP and BLAS, and glibc's
+allocator policy ``ALLOCATOR_ENV``, so an output allocated per call is not faulted in again on
+every call), 3 warm-up calls, then the median
 of 15 samples of at least 10 ms each (:func:`heronlike.baselines._median_time`); the tuned
 kernels are loaded from their exported libraries, called from Python like the libraries, and
 their outputs checked against the numpy reference first (outputs poisoned before the run), in

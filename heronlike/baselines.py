@@ -208,9 +208,11 @@ def torch_paths_worker(
     Matrix products (GEMM, GEMV as a 1-row product, BMM as one call per batch):
     ``torch.ao.nn.quantized.Linear`` (u8 x s8, weight pre-packed at ``set_weight_bias``,
     requantised u8 output) under the ``onednn`` and ``x86`` engines, and ``torch._int_mm``
-    (s8 x s8 -> s32 exact; its weight cannot be pre-packed). Convolutions:
+    (s8 x s8 -> s32 exact; its weight cannot be pre-packed), also into preallocated outputs
+    (``out=``, as every tuned kernel writes its output). Convolutions:
     ``torch.ao.nn.quantized.Conv{1,2,3}d`` / ``ConvTranspose2d`` (u8 x s8, pre-packed weight,
-    channels-last) under both engines. SCAN: ``torch.cumsum`` over int32 rows.
+    channels-last) under both engines. SCAN: ``torch.cumsum`` over int32 rows, allocating and
+    with ``out=``.
 
     Raises:
         RuntimeError: no path ran (each failure named).
@@ -266,14 +268,27 @@ def torch_paths_worker(
                 raise ValueError("torch._int_mm is not exact on this CPU")
             return lambda: [torch._int_mm(a, b) for _ in range(batch)]
 
+        def int_mm_out():  # noqa: ANN202
+            a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
+            b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
+            outs = [torch.empty(M, N, dtype=torch.int32) for _ in range(batch)]
+            return lambda: [torch._int_mm(a, b, out=c) for c in outs]
+
         attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed)", int_mm)
+        attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed, out=)", int_mm_out)
     elif op == "scan":
 
         def cumsum():  # noqa: ANN202
             x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
             return lambda: torch.cumsum(x, dim=1)
 
+        def cumsum_out():  # noqa: ANN202
+            x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
+            y = torch.empty_like(x)
+            return lambda: torch.cumsum(x, dim=1, out=y)
+
         attempt("torch.cumsum (int32)", cumsum)
+        attempt("torch.cumsum (int32, out=)", cumsum_out)
     else:
         import torch.ao.nn.quantized as nnq
 

@@ -32,6 +32,7 @@ from heronlike.measure import (  # noqa: E402
     compare,
     run_in_subprocess,
 )
+from heronlike.measure.runner import ALLOCATOR_ENV, measure_env, thread_env  # noqa: E402
 
 # Functions below are sent to worker processes; ship them by value (the test module itself is
 # not importable in a child under --import-mode=importlib).
@@ -325,6 +326,26 @@ def _thread_report() -> tuple[str | None, str | None, int, str]:
     )
 
 
+def _mmapped_blocks_for(nbytes: int) -> int:
+    """How many new ``mmap``-ed blocks glibc's ``malloc(nbytes)`` makes in this process
+    (``mallinfo2().hblks`` before and during the allocation)."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(ctypes.c_size_t(nbytes))
+    during = libc.mallinfo2().hblks
+    libc.free(ctypes.c_void_p(block))
+    return during - before
+
+
 def _segfault() -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
@@ -350,6 +371,16 @@ def test_run_in_subprocess_thread_env_and_isolation() -> None:
     assert runtime_threads == NUM_THREADS
     assert stdin == "/dev/null"
     assert run_in_subprocess(_sleep, 0.0, timeout_s=30) == "woke"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_measuring_processes_share_the_allocator_policy() -> None:
+    # glibc mmaps an 8 MiB block by default (threshold 128 KiB); the measuring environment's
+    # policy takes it from the heap instead, so an output allocated per call is not faulted in
+    # again on every call. The variables must reach the child at exec time, not later.
+    assert _mmapped_blocks_for(8 << 20) == 1 or "MALLOC_MMAP_THRESHOLD_" in os.environ
+    assert run_in_subprocess(_mmapped_blocks_for, 8 << 20, timeout_s=60, num_threads=1) == 0
+    assert measure_env(2) == thread_env(2) | ALLOCATOR_ENV
 
 
 def test_run_in_subprocess_failures() -> None:

@@ -152,6 +152,20 @@ def test_pytorch_is_the_median_of_its_harness_rounds() -> None:
     assert seen == [0, 1, 2]
 
 
+@pytest.mark.parametrize(
+    "op, params",
+    [("scan", {"M": 64, "N": 64, "K": 256}), ("bmm", {"B": 2, "M": 32, "N": 64, "K": 128})],
+)
+def test_pytorch_gets_preallocated_outputs_where_its_call_takes_one(op, params) -> None:  # noqa: ANN001
+    # the tuned kernels write preallocated outputs; PyTorch's calls that take ``out=`` are
+    # timed that way too, beside the allocating ones, and the fastest is its column
+    pytest.importorskip("torch")
+    t, what = suite.time_pytorch(op, params, threads=1)
+    assert t is not None and t > 0, what
+    assert "failed" not in what, what
+    assert what.count("out=)") == 1, what
+
+
 def test_geomean_over_all_rows_and_both_vnni_rows() -> None:
     rows = [
         {"speedup_vs_ms": 4.0, "both_vnni": True},

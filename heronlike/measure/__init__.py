@@ -31,6 +31,7 @@ _LAZY = {
     "parse_device": "heronlike.measure.runner",
     "run_in_subprocess": "heronlike.measure.runner",
     "thread_env": "heronlike.measure.runner",
+    "measure_env": "heronlike.measure.runner",
 }
 
 

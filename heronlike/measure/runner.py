@@ -12,7 +12,7 @@ thread environment (``TVM_NUM_THREADS``, ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THR
 This module also holds the process plumbing shared with :mod:`heronlike.measure.builder`:
 :class:`ManagedWorker` (a :class:`tvm.support.popen_pool.PopenWorker` that does not inherit
 stdin, has a parent-side watchdog and is killed at interpreter exit), :func:`thread_env`,
-:func:`short_error` and :func:`run_in_subprocess`.
+:func:`measure_env`, :func:`short_error` and :func:`run_in_subprocess`.
 """
 
 from __future__ import annotations
@@ -36,11 +36,13 @@ from tvm.support.popen_pool import PopenWorker
 from heronlike.measure.kinds import ErrorKind
 
 __all__ = [
+    "ALLOCATOR_ENV",
     "LocalRunner",
     "Runner",
     "ManagedWorker",
     "RunInput",
     "RunResult",
+    "measure_env",
     "run_in_subprocess",
     "short_error",
     "thread_env",
@@ -52,6 +54,18 @@ __all__ = [
 WATCHDOG_GRACE_S = 2.0
 
 _THREAD_VARS = ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+#: glibc's allocator policy for every measuring process: blocks up to 32 MiB come from the heap
+#: (not a fresh ``mmap`` each time) and the heap is not given back to the OS below 4 GiB free.
+#: Without it, code that allocates its output on every call (PyTorch's ``torch.cumsum``, its
+#: quantized layers) pays the kernel's page faults on some calls: on a VM (AMD EPYC Zen 5,
+#: 2026-11-28) PyTorch's int32 cumsum of 1024 x 1024 x 1024 read 4.0-4.6 ms in 2 of 5 fresh
+#: processes and 0.22-0.26 ms in the others; with this policy 0.22-0.27 ms in 5 of 5. Kernels
+#: that write a preallocated output (every tuned candidate) are unaffected.
+ALLOCATOR_ENV: dict[str, str] = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
+}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -69,6 +83,18 @@ def thread_env(num_threads: int | None) -> dict[str, str]:
     if n < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     return {var: str(n) for var in _THREAD_VARS}
+
+
+def measure_env(num_threads: int | None) -> dict[str, str]:
+    """The whole environment of a measuring process: :func:`thread_env` of ``num_threads`` and
+    the allocator policy :data:`ALLOCATOR_ENV`. Every process that times something (the
+    runner's worker, :func:`run_in_subprocess`'s baselines) gets it at spawn time, so every
+    column of a comparison runs under one policy (glibc reads these variables at start-up only).
+
+    Raises:
+        ValueError: ``num_threads`` < 1.
+    """
+    return thread_env(num_threads) | ALLOCATOR_ENV
 
 
 def _set_environ(env: Mapping[str, str], setup: Callable[[], None] | None = None) -> None:
@@ -224,7 +250,7 @@ def run_in_subprocess(
     """Run ``fn(*args)`` in a fresh worker process with the measuring thread environment.
 
     The child gets the same environment as :class:`LocalRunner`'s worker
-    (:func:`thread_env` of ``num_threads``; ``None`` = ``os.cpu_count()``), so a baseline (numpy,
+    (:func:`measure_env` of ``num_threads``; ``None`` = ``os.cpu_count()``), so a baseline (numpy,
     torch) timed there is comparable to the candidates. The child is killed afterwards.
 
     Args:
@@ -241,7 +267,7 @@ def run_in_subprocess(
         ChildProcessError: the child died (e.g. a segfault).
         Exception: what ``fn`` raised (same type; the message holds the child's traceback).
     """
-    env = thread_env(num_threads)
+    env = measure_env(num_threads)
     worker = ManagedWorker(_set_environ, (env,), env=env)
     try:
         return worker.call(fn, tuple(args), timeout_s=timeout_s)
@@ -509,7 +535,7 @@ def _worker_info() -> dict[str, Any]:
     import tvm
 
     info: dict[str, Any] = {"pid": os.getpid(), "tvm_num_threads": int(tvm.runtime.num_threads())}
-    info.update({var: os.environ.get(var) for var in _THREAD_VARS})
+    info.update({var: os.environ.get(var) for var in (*_THREAD_VARS, *ALLOCATOR_ENV)})
     return info
 
 
@@ -575,7 +601,7 @@ class LocalRunner:
         self.min_repeat_ms = float(min_repeat_ms)
         self.timeout_s = float(timeout_s)
         self.interleave = bool(interleave)
-        env = thread_env(self.num_threads)
+        env = measure_env(self.num_threads)
         self._worker: ManagedWorker | None = ManagedWorker(_set_environ, (env, setup), env=env)
         self._lock = threading.Lock()
 
