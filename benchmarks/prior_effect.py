@@ -12,6 +12,10 @@ under the same conditions. Per row:
 * ``*_trials_to_95``: trials until the tune's best reached 95 % of its final tuning-time best;
 * ``speedup``: ``off_final_ms / on_final_ms`` (> 1: the prior's tune found the faster kernel).
 
+``--baseline FILE`` makes the ``off`` arm rank its first round by another prior instead of
+none: a JSON file ``{"weights": {generic feature: weight}, "source": "..."}`` (a refitted prior
+against the one it replaces: ``git show REV:dla_targets/dlboost.py`` has the old weights).
+
 The cases are those of ``benchmarks/suite.py`` (Heron's table, padded to the intrinsic as
 there). The DL Boost prior was fitted without the default cases' records (see
 ``dla_targets/dlboost.py``), so they measure it on workloads it has not seen.
@@ -25,6 +29,7 @@ Writes ``benchmarks/results/prior_effect-<cpu>-<date>.csv`` and prints the geome
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -36,6 +41,7 @@ if str(REPO_ROOT) not in sys.path:
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
 from heronlike.host import cpu_model, machine_stamp  # noqa: E402
+from heronlike.prior import LinearPrior  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
 
 #: the cases the DL Boost prior was not fitted on: the rows lost to MetaSchedule or PyTorch at
@@ -48,7 +54,8 @@ def _ms(latency_s: float | None) -> float | None:
 
 
 def tune_arm(compute, target: str, a: argparse.Namespace, seed: int, prior: bool, work: Path):
-    """One tune; its result, the best after its first round (s) and its trials to 95 %."""
+    """One tune; its result, the best after its first round (s) and its trials to 95 %. The
+    ``off`` arm (``prior=False``) uses ``a.baseline``'s prior when one is given."""
     curve: list[tuple[int, float]] = []
 
     def progress(p) -> None:  # noqa: ANN001
@@ -62,7 +69,7 @@ def tune_arm(compute, target: str, a: argparse.Namespace, seed: int, prior: bool
         batch_size=a.batch,
         explorer=a.explorer,
         seed=seed,
-        prior=prior,
+        prior=prior or a.baseline_prior or False,
         records=work / f"{'on' if prior else 'off'}-{seed}.sqlite",
         work_dir=work,
         number=suite.TRIAL_NUMBER,
@@ -102,6 +109,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             shape_run=suite._params_text(run_params),
             target=on.target_key,
             explorer=a.explorer,
+            baseline=a.baseline_prior.source if a.baseline_prior else "no prior",
             trials=a.trials,
             batch=a.batch,
             seed=seed,
@@ -137,7 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--explorer", default="cga")
     p.add_argument("--later-repeat", type=int, default=40, help="repeats of the side-by-side")
     p.add_argument("--later-rounds", type=int, default=8)
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the off arm ranks its first round by this prior (JSON weights) instead of none",
+    )
     a = p.parse_args(argv)
+    a.baseline_prior = None
+    if a.baseline is not None:
+        spec = json.loads(a.baseline.read_text())
+        a.baseline_prior = LinearPrior(spec["weights"], source=spec.get("source", str(a.baseline)))
     rows, path = suite.run_per_case(a, one_case, "prior_effect")
     if path is None:
         return 1
@@ -145,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     final = [r["speedup"] for r in rows if r["speedup"]]
     first = [r["first_round_speedup"] for r in rows if r["first_round_speedup"]]
     print(f"\n{len(rows)} tunes per arm ({cpu_model()}, {mode.target}, {a.trials} trials):")
+    off = f"the baseline prior ({a.baseline_prior.source})" if a.baseline_prior else "off"
+    print(f"  off arm: {off}")
     print(f"  first round, prior on vs off: geomean {geomean(first):.3f}x")
     print(
         f"  final kernel, prior on vs off: geomean {geomean(final):.3f}x "

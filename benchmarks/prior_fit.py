@@ -18,9 +18,8 @@ ranks its trials, and the script prints
 Then it fits on every workload and prints the weights as the Python mapping a target's
 ``prior()`` returns (``dla_targets/dlboost.py`` holds the DL Boost one).
 
-``--tile-loads`` runs the check twice, the second time with one candidate feature more,
-computed here and not yet part of :class:`~heronlike.features.ScheduleFeatures`: the register
-tile's vector loads per intrinsic call (:func:`tile_loads`), named ``T.loads``.
+``--without F`` (repeatable) runs the check a second time without the generic features ``F``,
+to see what they add (``--without tile.loads``).
 
     python benchmarks/prior_fit.py benchmarks/out/resnet50-qdq-int8.sqlite \\
         benchmarks/out/suite-*/*/heronlike/records.sqlite --target dlboost
@@ -41,48 +40,15 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from heronlike.features import ScheduleFeatures  # noqa: E402
-from heronlike.prior import GENERIC_FEATURES, fit_linear_prior, main_stage  # noqa: E402
+from heronlike.prior import GENERIC_FEATURES, fit_linear_prior  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
 
 Workload = tuple[list[str], np.ndarray, np.ndarray]
 
 
-def tile_loads(space, main: str | None, assignments: list[dict[str, int]]) -> np.ndarray:
-    """``(n,)`` vector loads per intrinsic call of the main stage's register tile.
-
-    The register tile is the main stage's innermost spatial tiling level (the loops around the
-    intrinsic, unrolled). Per reduction step, each of its ``V`` output vectors (its extent
-    along the output's last axis, the axis the intrinsic vectorises) needs one load of the
-    weight, and each of its ``P`` other output points one broadcast of the input, for ``P * V``
-    intrinsic calls: ``(P + V) / (P * V) = 1/V + 1/P`` loads per call. A 4 x 4 tile needs 0.5,
-    a 7 x 1 one 1.14 (on C3D1 the fastest trials had 0.5). Zeros where the stage has no
-    spatial level (a feature a space does not have is 0, as in
-    :func:`heronlike.prior.generic_features`; the fit centres it away). ``main``: the main
-    stage (:func:`heronlike.prior.main_stage` of the featurizer's column names)."""
-    nest = list(space.nests.get(main, ())) if main else []
-    stage = space.dag.stage(main) if nest else None
-    levels = [lp.level for lp in nest if lp.level and lp.level.startswith("S")]
-    if stage is None or not levels or not stage.write.axes:
-        return np.zeros(len(assignments))
-    last = stage.write.axes[-1]
-    loops = [lp for lp in nest if lp.level == levels[-1]]
-
-    def extent(a: dict[str, int], e: object) -> float:
-        return float(e) if isinstance(e, int) else float(a[str(e)])
-
-    out = []
-    for a in assignments:
-        v = np.prod([extent(a, lp.extent) for lp in loops if last in lp.axis.split("+")])
-        pts = np.prod([extent(a, lp.extent) for lp in loops if last not in lp.axis.split("+")])
-        out.append(1.0 / v + 1.0 / pts)
-    return np.array(out)
-
-
-def load(
-    paths: list[Path], target: str, min_trials: int, extra: bool = False
-) -> tuple[list[Workload], list[str]]:
+def load(paths: list[Path], target: str, min_trials: int) -> tuple[list[Workload], list[str]]:
     """``(names, features, latencies)`` of every usable workload, and the skipped ones'
-    reasons; with ``extra``, :func:`tile_loads` appended as column ``<main>.T.loads``."""
+    reasons."""
     import tvm.script
 
     out: list[Workload] = []
@@ -105,11 +71,6 @@ def load(
                     featurizer = ScheduleFeatures(space)
                     assignments = [json.loads(a) for a, _ in rows]
                     x, names = featurizer(assignments), list(featurizer.names)
-                    if extra:
-                        main = main_stage(names)
-                        loads = tile_loads(space, main, assignments)
-                        x = np.concatenate([x, loads[:, None]], axis=1)
-                        names.append(f"{main}.T.loads")
                 except Exception as exc:  # noqa: BLE001 - a space the current rules changed
                     skipped.append(f"{path}:{wk}: {type(exc).__name__} {exc}")
                     continue
@@ -149,19 +110,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=8, help="programs picked from a pool")
     p.add_argument("--ridge", type=float, default=1.0)
     p.add_argument(
-        "--tile-loads",
-        action="store_true",
-        help="check (and fit) a second time with the register tile's loads per intrinsic call",
+        "--without",
+        action="append",
+        default=[],
+        metavar="F",
+        choices=GENERIC_FEATURES,
+        help="check (and fit) a second time without the generic feature F (repeatable)",
     )
     a = p.parse_args(argv)
-    data, skipped = load(a.records, a.target, a.min_trials, extra=a.tile_loads)
+    data, skipped = load(a.records, a.target, a.min_trials)
     print(f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials; skipped {len(skipped)}")
     if len(data) < 3:
         print("need at least 3 workloads", file=sys.stderr)
         return 1
     feature_sets = [("generic features", GENERIC_FEATURES)]
-    if a.tile_loads:
-        feature_sets.append(("generic features + T.loads", (*GENERIC_FEATURES, "T.loads")))
+    if a.without:
+        kept = tuple(f for f in GENERIC_FEATURES if f not in a.without)
+        feature_sets.append((f"without {', '.join(a.without)}", kept))
     for label, features in feature_sets:
         rng = np.random.default_rng(0)
         rhos, gains = [], []

@@ -20,6 +20,9 @@ Features of one assignment, per tiled stage ``s`` and per tiling level ``L`` (``
 ``s.L.run``                    contiguous elements of the output's last dimension inside ``L``
 ``s.vector``                   widest vectorised loop of the stage, in lanes (vector length)
 ``s.unroll``                   product of the extents of the unrolled loops
+``s.tile.loads``               ``1/V + 1/P``: vector loads per innermost body instance of the
+                               register tile (the innermost spatial level: ``V`` its extent along
+                               the output's last axis, ``P`` along the others)
 ``parallel.extent``            product of the extents of every parallel loop
 ``parallel.balance``           ``extent / (ceil(extent / cores) * cores)``: 1.0 when it divides
 ``<var>.fill``                 ``var / capacity`` for every ``LE var <= capacity`` of the CSP
@@ -100,6 +103,7 @@ class ScheduleFeatures:
         for stage_name, nest in space.nests.items():
             stage = space.dag.stage(stage_name)
             derived += _level_features(stage, list(nest))
+            derived += _tile_loads(stage, list(nest))
             vector = [lp.extent for lp in nest if annotated.get(lp.sym) == "vectorize"]
             vector += [lanes for _, lanes in annotated.get(("block", stage_name), [])]
             if vector:
@@ -211,6 +215,25 @@ def _level_features(stage: Any, nest: list[Any]) -> list[Feature]:
         out.append((f"{stage.name}.{level}.intensity", _intensity_fn(volume, footprints)))
         out.append((f"{stage.name}.{level}.run", _product_fn(below(last_axis), log=True)))
     return out
+
+
+def _tile_loads(stage: Any, nest: list[Any]) -> list[Feature]:
+    """``s.tile.loads`` of the register tile, the innermost spatial tiling level (its loops sit
+    around the intrinsic or the vectorised body, unrolled). Per reduction step each of its
+    ``V`` output vectors (its extent along the output's last axis, which the intrinsic
+    vectorises) loads the weight once and each of its ``P`` other output points broadcasts
+    the input once, for ``P * V`` body instances: ``(P + V) / (P * V) = 1/V + 1/P`` loads per
+    instance (a 4 x 4 tile 0.5, a 4 x 1 one 1.25; the fewer, the closer to the intrinsic's
+    peak, as in oneDNN's register blocking). None when the stage has no spatial level."""
+    spatial = [lp.level for lp in nest if lp.level and lp.level.startswith("S")]
+    if not spatial or not stage.write.axes:
+        return []
+    last = stage.write.axes[-1]
+    loops = [lp for lp in nest if lp.level == spatial[-1]]
+    vector = [lp.extent for lp in loops if last in lp.axis.split("+")]
+    points = [lp.extent for lp in loops if last not in lp.axis.split("+")]
+    v, p = _product_fn(vector, log=False), _product_fn(points, log=False)
+    return [(f"{stage.name}.tile.loads", lambda values: 1.0 / v(values) + 1.0 / p(values))]
 
 
 def _bytes_fn(

@@ -16,8 +16,8 @@ The generic features are the :class:`~heronlike.features.ScheduleFeatures` of th
 (the first stage whose register footprint the rules bound, else the first tiled stage), renamed
 without the stage: ``S1.volume`` instead of ``C.S1.volume``; ``register.fill``, ``L1.fill``,
 ``L2.fill`` (footprint / capacity of the memory levels), ``parallel.balance`` and
-``parallel.extent``, and ``unroll.depth`` (the stage's auto-unroll knob). A feature a space does
-not have is 0.
+``parallel.extent``, ``unroll.depth`` (the stage's auto-unroll knob) and ``tile.loads`` (the
+register tile's vector loads per intrinsic call). A feature a space does not have is 0.
 """
 
 from __future__ import annotations
@@ -47,11 +47,13 @@ GENERIC_FEATURES: tuple[str, ...] = (
     "S2.volume",
     "R1.trips",
     "unroll.depth",
+    "tile.loads",
 )
 
 _LEVEL = re.compile(r"^(?P<stage>\w+)\.(?P<level>P|S\d|R\d|T)\.(?P<kind>\w+)$")
 _FILL = re.compile(r"^(?P<stage>\w+)\.(?P<mem>register|L1|L2)\.bytes\.fill$")
 _UNROLL = re.compile(r"^(?P<stage>\w+)\.unroll$")
+_LOADS = re.compile(r"^(?P<stage>\w+)\.tile\.loads$")
 
 
 def main_stage(names: Sequence[str]) -> str | None:
@@ -94,6 +96,7 @@ def generic_features(names: Sequence[str], x: np.ndarray) -> dict[str, np.ndarra
             (_LEVEL, lambda m: f"{m.group('level')}.{m.group('kind')}"),
             (_FILL, lambda m: f"{m.group('mem')}.fill"),
             (_UNROLL, lambda m: "unroll.depth"),
+            (_LOADS, lambda m: "tile.loads"),
         ):
             m = pattern.match(name)
             if m and m.group("stage") == main:

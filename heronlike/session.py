@@ -46,6 +46,7 @@ from .measure.measurer import (
     ReplayMeasurer,
 )
 from .postproc import postprocess
+from .prior import LinearPrior
 from .records import VERSION_KEYS, Records, TrialRecord, current_versions
 from .reference import random_inputs, reference_outputs, save_npz, tolerance
 from .sampler import RandSAT
@@ -314,7 +315,7 @@ class TuningSession:
         records: str | Path | Records | None = None,
         batch_size: int = 16,
         explorer_options: Mapping[str, Any] | None = None,
-        prior: bool = True,
+        prior: bool | LinearPrior = True,
         cost_model: CostModel | None = None,
         work_dir: str | Path | None = None,
         evaluator: EvaluatorConfig | None = None,

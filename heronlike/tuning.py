@@ -15,6 +15,7 @@ from .errors import InvalidArgumentError, RecordsMismatchError
 from .explore.base import Explorer
 from .kernel import BuiltKernel
 from .measure import Runner
+from .prior import LinearPrior
 from .records import Records
 from .session import (
     DEFAULT_RECORDS,
@@ -52,7 +53,7 @@ def tune(
     records: str | Path | Records | None = None,
     batch_size: int = 16,
     explorer_options: Mapping[str, Any] | None = None,
-    prior: bool = True,
+    prior: bool | LinearPrior = True,
     cost_model: CostModel | None = None,
     work_dir: str | Path | None = None,
     number: int = 3,
@@ -90,7 +91,9 @@ def tune(
         prior: whether the explorer ranks its first, untrained round by the target's schedule
             prior (:meth:`heronlike.target.DLATarget.prior`, :mod:`heronlike.prior`; DL Boost has
             one). False, or a target without one: that round is random RandSAT samples, as in
-            Heron. Explorers ``cga``, ``cga1``, ``ga``, ``sa`` and ``random`` use it.
+            Heron. A :class:`~heronlike.prior.LinearPrior` is used instead of the target's (a
+            prior refitted on your own records). Explorers ``cga``, ``cga1``, ``ga``, ``sa``
+            and ``random`` use it.
         number, repeat, min_repeat_ms: ``time_evaluator`` settings for each trial; the latency
             is the median of ``repeat`` means of ``number`` calls.
         final_repeat: repeats for re-measuring each finalist at the end.

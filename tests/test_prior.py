@@ -103,6 +103,7 @@ def test_dlboost_has_a_prior_over_generic_features_and_tune_records_it(tmp_path)
     # the signs the fit found are the physics the prior stands for
     assert prior.weights["parallel.balance"] > 0 and prior.weights["L1.fill"] < 0
     assert prior.weights["R1.trips"] < 0  # a long dependent chain on one accumulator
+    assert prior.weights["tile.loads"] < 0  # more loads per intrinsic call, slower
     assert heronlike.get_target("amx").prior() is None
     records = tmp_path / "r.sqlite"
     compute = ops.gemm(32, 32, 64, dtype="float32")
@@ -110,28 +111,30 @@ def test_dlboost_has_a_prior_over_generic_features_and_tune_records_it(tmp_path)
     off = heronlike.tune(
         compute, "llvm -num-cores=1", trials=4, batch_size=4, records=records, prior=False
     )
-    assert on.latency_s and off.latency_s
+    mine = LinearPrior({"tile.loads": -1.0}, source="my own prior")
+    own = heronlike.tune(
+        compute, "llvm -num-cores=1", trials=4, batch_size=4, records=records, prior=mine
+    )
+    assert on.latency_s and off.latency_s and own.latency_s
     with Records(records) as db:
-        runs = [db.run_info(i) for i in (1, 2)]
+        runs = [db.run_info(i) for i in (1, 2, 3)]
     assert runs[0]["options"]["prior"] == prior.source
     assert runs[1]["options"]["prior"] is None
+    assert runs[2]["options"]["prior"] == "my own prior"
 
 
 def test_tile_loads_counts_the_register_tiles_loads_per_intrinsic_call() -> None:
-    """``benchmarks/prior_fit.py --tile-loads``' candidate feature on a DL Boost GEMM (built
+    """The schedule feature ``C.tile.loads`` (generic ``tile.loads``) on a DL Boost GEMM (built
     for a VNNI CPU, never run): a tile of i rows by j output vectors (the innermost spatial
     split factors ``C.v_i.S2``, ``C.v_j.S2``) needs i broadcasts and j weight loads for i * j
     ``vpdpbusd``."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from benchmarks.prior_fit import tile_loads
-
     space = generate_space(ops.gemm(64, 64, 64, dtype="int8"), "dlboost -mcpu=znver4")
     _, ex = search_for(space, "random", seed=0)
     pool = ex.sampler.sample(16)
-    got = tile_loads(space, main_stage(ex.featurizer.names), pool)
+    names, x = ex.featurizer.names, ex.features(pool)
+    assert main_stage(names) == "C"
+    got = generic_features(names, x)["tile.loads"]
     want = [1 / a["C.v_j.S2"] + 1 / a["C.v_i.S2"] for a in pool]
     assert got == pytest.approx(want)
+    assert x[:, names.index("C.tile.loads")] == pytest.approx(want)
     assert len(set(want)) > 2  # the pool holds tiles of several shapes

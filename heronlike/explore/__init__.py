@@ -123,13 +123,14 @@ def search_for(
     *,
     cost_model: CostModel | None = None,
     options: Mapping[str, Any] | None = None,
-    prior: bool = True,
+    prior: bool | LinearPrior = True,
 ) -> tuple[RandSAT, Explorer]:
     """The sampler and explorer a tune of ``space`` (a :class:`heronlike.space.Space`) with
     ``seed`` uses: RandSAT seeded from ``numpy.random.default_rng(seed)``, the explorer given
     that generator, ``cost_model`` (default: XGBoost seeded with ``seed``) and the schedule
     features of ``space`` and, with ``prior``, the target's schedule prior
-    (:meth:`heronlike.target.DLATarget.prior`) for the untrained first round. Every caller that
+    (:meth:`heronlike.target.DLATarget.prior`; a :class:`~heronlike.prior.LinearPrior` given
+    instead is used as it is) for the untrained first round. Every caller that
     must reproduce a tune (the session, offline bundles, benchmarks) builds them here, so one
     seed means one search.
 
@@ -150,7 +151,7 @@ def search_for(
         model,
         rng,
         featurizer=ScheduleFeatures(space),
-        prior=space.target.prior() if prior else None,
+        prior=prior if not isinstance(prior, bool) else space.target.prior() if prior else None,
         **dict(options or {}),
     )
     return sampler, found
