@@ -224,7 +224,7 @@ def _tile_loads(stage: Any, nest: list[Any]) -> list[Feature]:
     vectorises) loads the weight once and each of its ``P`` other output points broadcasts
     the input once, for ``P * V`` body instances: ``(P + V) / (P * V) = 1/V + 1/P`` loads per
     instance (a 4 x 4 tile 0.5, a 4 x 1 one 1.25; the fewer, the closer to the intrinsic's
-    peak, as in oneDNN's register blocking). None when the stage has no spatial level."""
+    peak, as in oneDNN's register blocking). No feature when the stage has no spatial level."""
     spatial = [lp.level for lp in nest if lp.level and lp.level.startswith("S")]
     if not spatial or not stage.write.axes:
         return []
