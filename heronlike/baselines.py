@@ -261,34 +261,36 @@ def torch_paths_worker(
             attempt(f"torch.ao.nn.quantized.Linear ({engine} engine, pre-packed, u8 x s8)",
                     linear(engine))  # fmt: skip
 
-        def int_mm():  # noqa: ANN202
-            a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
-            b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
-            if not torch.equal(torch._int_mm(a, b).to(torch.int64), a.long() @ b.long()):
-                raise ValueError("torch._int_mm is not exact on this CPU")
-            return lambda: [torch._int_mm(a, b) for _ in range(batch)]
+        def int_mm(out: bool):  # noqa: ANN202
+            def make():  # noqa: ANN202
+                a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
+                b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
+                if not torch.equal(torch._int_mm(a, b).to(torch.int64), a.long() @ b.long()):
+                    raise ValueError("torch._int_mm is not exact on this CPU")
+                if not out:
+                    return lambda: [torch._int_mm(a, b) for _ in range(batch)]
+                outs = [torch.empty(M, N, dtype=torch.int32) for _ in range(batch)]
+                return lambda: [torch._int_mm(a, b, out=c) for c in outs]
 
-        def int_mm_out():  # noqa: ANN202
-            a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
-            b = torch.randint(-128, 128, (K, N), dtype=torch.int8)
-            outs = [torch.empty(M, N, dtype=torch.int32) for _ in range(batch)]
-            return lambda: [torch._int_mm(a, b, out=c) for c in outs]
+            return make
 
-        attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed)", int_mm)
-        attempt("torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed, out=)", int_mm_out)
+        for out in (False, True):
+            attempt(f"torch._int_mm (oneDNN, s8 x s8 -> s32, not pre-packed{', out=' * out})",
+                    int_mm(out))  # fmt: skip
     elif op == "scan":
 
-        def cumsum():  # noqa: ANN202
-            x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
-            return lambda: torch.cumsum(x, dim=1)
+        def cumsum(out: bool):  # noqa: ANN202
+            def make():  # noqa: ANN202
+                x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
+                if not out:
+                    return lambda: torch.cumsum(x, dim=1)
+                y = torch.empty_like(x)
+                return lambda: torch.cumsum(x, dim=1, out=y)
 
-        def cumsum_out():  # noqa: ANN202
-            x = torch.randint(0, 256, (params["M"], params["K"]), dtype=torch.int32)
-            y = torch.empty_like(x)
-            return lambda: torch.cumsum(x, dim=1, out=y)
+            return make
 
-        attempt("torch.cumsum (int32)", cumsum)
-        attempt("torch.cumsum (int32, out=)", cumsum_out)
+        for out in (False, True):
+            attempt(f"torch.cumsum (int32{', out=' * out})", cumsum(out))
     else:
         import torch.ao.nn.quantized as nnq
 
