@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import InvalidArgumentError
+
 __all__ = ["GENERIC_FEATURES", "LinearPrior", "fit_linear_prior", "generic_features", "main_stage"]
 
 #: the generic features a prior is fitted on (:func:`generic_features` gives their meaning)
@@ -132,6 +134,20 @@ class LinearPrior:
             if name in columns:
                 out += weight * columns[name]
         return out
+
+
+def check_prior_choice(prior: object) -> None:
+    """Check a tune's ``prior`` argument: ``True`` (the target's prior), ``False`` (none) or a
+    :class:`LinearPrior`.
+
+    Raises:
+        InvalidArgumentError: anything else (a path, a dict of weights, None).
+    """
+    if not isinstance(prior, bool | LinearPrior):
+        raise InvalidArgumentError(
+            f"prior must be True, False or a heronlike.prior.LinearPrior, got "
+            f"{type(prior).__name__} {prior!r:.80}"
+        )
 
 
 def fit_linear_prior(

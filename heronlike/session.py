@@ -46,7 +46,7 @@ from .measure.measurer import (
     ReplayMeasurer,
 )
 from .postproc import postprocess
-from .prior import LinearPrior
+from .prior import LinearPrior, check_prior_choice
 from .records import VERSION_KEYS, Records, TrialRecord, current_versions
 from .reference import random_inputs, reference_outputs, save_npz, tolerance
 from .sampler import RandSAT
@@ -327,6 +327,7 @@ class TuningSession:
             raise InvalidArgumentError(
                 "give a trial budget (trials) or a time budget (time_budget_s); both are None"
             )
+        check_prior_choice(prior)
         if trials is not None:
             _integer("trials", trials, 1)
         if time_budget_s is not None:

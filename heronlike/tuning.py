@@ -93,7 +93,7 @@ def tune(
             one). False, or a target without one: that round is random RandSAT samples, as in
             Heron. A :class:`~heronlike.prior.LinearPrior` is used instead of the target's (a
             prior refitted on your own records). Explorers ``cga``, ``cga1``, ``ga``, ``sa``
-            and ``random`` use it.
+            and ``random`` use it. Anything else raises ``InvalidArgumentError``.
         number, repeat, min_repeat_ms: ``time_evaluator`` settings for each trial; the latency
             is the median of ``repeat`` means of ``number`` calls.
         final_repeat: repeats for re-measuring each finalist at the end.

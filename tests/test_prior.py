@@ -121,6 +121,14 @@ def test_dlboost_has_a_prior_over_generic_features_and_tune_records_it(tmp_path)
     assert runs[0]["options"]["prior"] == prior.source
     assert runs[1]["options"]["prior"] is None
     assert runs[2]["options"]["prior"] == "my own prior"
+    # anything else is refused up front by name, by the tune and by search_for
+    for bad in ({"tile.loads": -1.0}, "prior.json", None):
+        with pytest.raises(heronlike.InvalidArgumentError, match="prior must be True, False"):
+            heronlike.tune(compute, "llvm", trials=4, records=records, prior=bad)
+    with pytest.raises(heronlike.InvalidArgumentError, match="got dict"):
+        search_for(generate_space(compute, "llvm"), "cga", 0, prior={"tile.loads": -1.0})
+    with Records(records) as db, pytest.raises(KeyError):
+        db.run_info(4)  # the refused tunes recorded no run
 
 
 def test_tile_loads_counts_the_register_tiles_loads_per_intrinsic_call() -> None:

@@ -136,9 +136,13 @@ def search_for(
 
     Raises:
         UnknownExplorerError, TypeError: as :func:`make_explorer`.
+        InvalidArgumentError: ``prior`` is neither a bool nor a ``LinearPrior``.
     """
     from heronlike.cost_model import XGBCostModel
     from heronlike.features import ScheduleFeatures
+    from heronlike.prior import check_prior_choice
+
+    check_prior_choice(prior)
     from heronlike.sampler import RandSAT
 
     rng = np.random.default_rng(seed)
