@@ -22,11 +22,17 @@ step after the other (no two tuners or timings overlap):
 environment (``measure_env(cores)``: the thread counts of TVM, OpenMP and BLAS, and glibc's
 allocator policy ``ALLOCATOR_ENV``, so an output allocated per call is not faulted in again on
 every call), 3 warm-up calls, then the median
-of 15 samples of at least 10 ms each (:func:`heronlike.baselines._median_time`); the tuned
-kernels are loaded from their exported libraries, called from Python like the libraries, and
-their outputs checked against the numpy reference first (outputs poisoned before the run), in
-``HARNESS_ROUNDS`` such processes with their order rotated, the median over them (a
-microsecond kernel timed first right after the tunes once read twice its later time).
+of 15 samples of at least 10 ms each (:func:`heronlike.baselines.interleaved_samples`); the
+tuned kernels are loaded from their exported libraries, called from Python like the libraries,
+and their outputs checked against the numpy reference first (outputs poisoned before the run),
+then timed in one process with their samples taken in turn (each after one untimed call), in
+``HARNESS_ROUNDS`` such processes with their order rotated, the median over all their samples.
+Taking turns matters on a cloud VM: its shared L3 cache and memory have slow spells of 0.1 s to
+several seconds, invisible from inside the guest (no steal time, no other process; 1.2-1.9x on
+an L3-sized stream, none on a register or L2 loop; Zen 4, 2026-11-28), which had read one
+kernel at up to twice its latency when its samples were taken back to back. ``harness_log``
+gives every round's readings (median, fastest and slowest sample) and what else used the CPUs
+meanwhile; ``harness_children`` the suite's live child processes at timing time.
 PyTorch gets as many processes, interleaved with those (after the kernels' process in even
 rounds, before it in odd ones), and the median over them, so that a slow stretch of the
 machine meets both alike; numpy, the reference, one process.
@@ -191,10 +197,11 @@ BUILD_TIMEOUT_S = 30.0
 FINALISTS, FINAL_REPEAT = 2, 5
 #: heronlike's finish: calls averaged into one measurement (the runner raises it to >= 10)
 FINAL_NUMBER = 10
-#: the one timing harness: median of this many samples (each >= 10 ms) after 3 warm-up calls
+#: the one timing harness: this many samples (each >= 10 ms) of each kernel after 3 warm-up
+#: calls, the kernels' samples taken in turn
 HARNESS_SAMPLES = 15
-#: ... in this many fresh processes, the tuned kernels' order rotated, the median over them (a
-#: 1.4-us kernel timed first right after the tunes read 2.8 us in one of them, 1.6 us after)
+#: ... in this many fresh processes, the tuned kernels' order rotated, the median over all the
+#: samples (a slow spell of the machine lasts up to seconds: spread over rounds and kernels)
 HARNESS_ROUNDS = 3
 #: a tuner has "converged" when its best reaches this fraction of its own final best
 CONVERGED = 0.95
@@ -469,21 +476,68 @@ def parse_curve(text: str) -> list[tuple[int, float, float | None]]:
 # the one timing harness (every column: fresh process, same threads, same warm-up and samples)
 
 
+def _cpu_counters() -> tuple[float, float, dict[int, tuple[str, float]]]:
+    """The machine's CPU counters in seconds (:mod:`psutil`): busy time of all CPUs (everything
+    but idle and I/O wait, steal included), the hypervisor's steal time alone, and each
+    process's ``(name, user + system seconds)``."""
+    import psutil
+
+    t = psutil.cpu_times()
+    steal = getattr(t, "steal", 0.0)
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0)
+    busy -= getattr(t, "guest_nice", 0.0)  # guest time is counted in user time already
+    procs = {}
+    for p in psutil.process_iter(["name", "cpu_times"]):
+        times = p.info["cpu_times"]
+        if times is not None:
+            procs[p.pid] = (p.info["name"] or "?", times.user + times.system)
+    return busy, steal, procs
+
+
+def cpu_share(
+    before: tuple[float, float, dict[int, tuple[str, float]]],
+    after: tuple[float, float, dict[int, tuple[str, float]]],
+    own_s: float,
+) -> dict[str, Any]:
+    """What else used the CPUs between two :func:`_cpu_counters`: ``others_s`` (busy seconds of
+    every CPU minus ``own_s``, this process's own CPU seconds), ``steal_s`` (taken by the
+    hypervisor) and ``top`` (the other process that used most, ``"name[pid] seconds"``)."""
+    me = os.getpid()
+    used = {
+        pid: (name, cpu - before[2].get(pid, (name, 0.0))[1])
+        for pid, (name, cpu) in after[2].items()
+        if pid != me
+    }
+    top = max(used.items(), key=lambda kv: kv[1][1], default=None)
+    return {
+        "others_s": max(0.0, after[0] - before[0] - own_s),
+        "steal_s": after[1] - before[1],
+        "top": f"{top[1][0]}[{top[0]}] {top[1][1]:.2f}" if top and top[1][1] > 0 else "",
+    }
+
+
 def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samples: int):
-    """Harness worker for the tuned kernels, one after the other in this process: for each
-    ``(library, arguments .npz)`` load the library, poison the outputs, run once and compare
-    with the reference, then time ``main`` on the same arrays. Returns one ``(seconds or None,
-    correct, message)`` per kernel."""
+    """Harness worker for the tuned kernels, in this process: for each ``(library, arguments
+    .npz)`` load the library, poison the outputs, run once and compare with the reference; then
+    time ``main`` of every correct one on its arrays, their samples taken in turn
+    (:func:`heronlike.baselines.interleaved_samples`, ``samples`` each).
+
+    Returns:
+        ``(results, share)``: one ``(samples in seconds or None, correct, message)`` per kernel,
+        and what else used the CPUs while they were timed (a :func:`cpu_share` dict with the
+        timing's wall seconds ``wall_s``; empty if nothing was timed).
+    """
     import numpy as np
     import tvm
 
-    from heronlike.baselines import _median_time
+    from heronlike.baselines import interleaved_samples
     from heronlike.library.runtime import to_logical
 
     with np.load(expected_path) as z:
         expected = {int(k[3:]): z[k] for k in z.files}
     dev = tvm.cpu()
-    out = []
+    out: list[tuple[list[float] | None, bool, str]] = []
+    calls: dict[int, Callable[[], object]] = {}
     for so_path, args_path in kernels:
         try:
             fn = tvm.runtime.load_module(so_path)["main"]
@@ -507,10 +561,65 @@ def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samp
             if bad:
                 out.append((None, False, "; ".join(bad)))
                 continue
-            out.append((_median_time(lambda fn=fn, t=tensors: fn(*t), samples), True, ""))
-        except Exception as err:  # noqa: BLE001 - the next kernel is still timed
+            calls[len(out)] = lambda fn=fn, t=tensors: fn(*t)
+            out.append((None, True, ""))
+        except Exception as err:  # noqa: BLE001 - the next kernel is still checked
             out.append((None, False, f"harness: {_short(err)}"))
+    if not calls:
+        return out, {}
+    before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
+    try:
+        timed = interleaved_samples(list(calls.values()), samples)
+    except Exception as err:  # noqa: BLE001 - reported for every kernel of the round
+        return [(None, False, f"harness: {_short(err)}") if k in calls else r
+                for k, r in enumerate(out)], {}  # fmt: skip
+    own, wall = time.process_time() - own, time.perf_counter() - wall
+    for k, seconds in zip(calls, timed, strict=True):
+        out[k] = (seconds, True, "")
+    return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall}
+
+
+def descendants() -> list[str]:
+    """The live descendant processes of this one as ``"name[pid]"`` (:mod:`psutil`)."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            out.append(f"{p.name()}[{p.pid}]")
+        except psutil.Error:  # it ended meanwhile
+            continue
     return out
+
+
+def harness_log_text(log: Sequence[dict[str, Any]]) -> str:
+    """The harness's readings round by round (:func:`time_tvm_kernels`' ``log``) as one CSV
+    cell: ``"r<round>: <kernel> <median> ms (<fastest>-<slowest>), ...; others <%> steal <%>
+    [<top process>]"``, the rounds joined by ``" | "``; the percentages are of all CPUs over
+    the round's timing (``others``: processes besides the harness; ``steal``: the
+    hypervisor)."""
+    cpus = os.cpu_count() or 1
+    rounds: dict[int, list[dict[str, Any]]] = {}
+    for e in log:
+        rounds.setdefault(e["round"], []).append(e)
+    parts = []
+    for r, entries in rounds.items():
+        kernels = []
+        for e in entries:
+            ms = "failed" if e["seconds"] is None else f"{e['seconds'] * 1e3:.5g} ms"
+            if e.get("low") is not None:
+                ms += f" ({e['low'] * 1e3:.5g}-{e['high'] * 1e3:.5g})"
+            kernels.append(f"{e['kernel']} {ms}")
+        text = f"r{r}: " + ", ".join(kernels)
+        e = entries[0]
+        if e.get("wall_s"):
+            machine = e["wall_s"] * cpus
+            text += f"; others {100 * e['others_s'] / machine:.0f}%"
+            text += f" steal {100 * e['steal_s'] / machine:.0f}%"
+            if e.get("top"):
+                text += f" [{e['top']}]"
+        parts.append(text)
+    return " | ".join(parts)
 
 
 def time_tvm_kernels(
@@ -520,14 +629,21 @@ def time_tvm_kernels(
     threads: int,
     rounds: int = HARNESS_ROUNDS,
     also: Callable[[int], Any] | None = None,
+    log: list[dict[str, Any]] | None = None,
 ) -> dict[str, tuple[float | None, bool, str]]:
     """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
-    harness: ``rounds`` fresh processes, one after the other, each timing every kernel in
-    turn, the order rotated by one from round to round (so no kernel is always the first
-    timed after the tunes); ``name -> (median seconds over the rounds or None, correct in every
-    round, message)``. ``also(r)``, if given, times another column in round ``r`` (PyTorch's
-    process, :func:`time_pytorch`): after the kernels' process in even rounds, before it in odd
-    ones, so that both meet the same stretches of a noisy machine."""
+    harness: ``rounds`` fresh processes, one after the other, each checking every kernel's
+    output and then taking ``HARNESS_SAMPLES`` samples of each, the kernels in turn
+    (:func:`_tvm_kernels_worker`), so a slow spell of the machine falls on all of them alike;
+    ``name -> (median seconds over all its samples of all rounds or None, correct in every
+    round, message)``. The kernels' order is rotated by one from round to round.
+
+    ``also(r)``, if given, times another column in round ``r`` (PyTorch's process,
+    :func:`time_pytorch`): after the kernels' process in even rounds, before it in odd ones, so
+    that both meet the same stretches of a noisy machine. ``log``, if given, receives one dict
+    per round and kernel: ``round``, ``kernel``, ``seconds`` (its median in that round; None:
+    failed), ``low`` and ``high`` (its fastest and slowest sample), and what else used the CPUs
+    during the round (:func:`cpu_share`)."""
     import statistics
 
     import numpy as np
@@ -547,14 +663,14 @@ def time_tvm_kernels(
         np.savez(args_path, **{f"arg{i}": a for i, a in enumerate(arrays)})
         items[name] = (str(so), str(args_path))
     names = list(kernels)
-    seen: dict[str, list[tuple[float | None, bool, str]]] = {k: [] for k in names}
+    seen: dict[str, list[tuple[list[float] | None, bool, str]]] = {k: [] for k in names}
     try:
         for r in range(max(1, rounds)):
             if also is not None and r % 2:
                 also(r)
             order = names[r % len(names) :] + names[: r % len(names)]
             try:
-                results = run_in_subprocess(
+                results, share = run_in_subprocess(
                     _worker("_tvm_kernels_worker"),
                     [items[k] for k in order],
                     str(exp_path),
@@ -563,9 +679,15 @@ def time_tvm_kernels(
                     num_threads=threads,
                 )
             except Exception as err:  # noqa: BLE001 - a kernel that crashes the process is data
-                results = [(None, False, f"harness: {_short(err)}")] * len(order)
-            for name, result in zip(order, results, strict=True):
-                seen[name].append(result)
+                results, share = [(None, False, f"harness: {_short(err)}")] * len(order), {}
+            for name, (samples, correct, msg) in zip(order, results, strict=True):
+                seen[name].append((samples, correct, msg))
+                if log is not None:
+                    got = {"seconds": None}
+                    if samples:
+                        low, high = min(samples), max(samples)
+                        got = {"seconds": statistics.median_low(samples), "low": low, "high": high}
+                    log.append({"round": r, "kernel": name, **got, **share})
             if also is not None and not r % 2:
                 also(r)
     finally:
@@ -574,11 +696,12 @@ def time_tvm_kernels(
             Path(args_path).unlink(missing_ok=True)
     out = {}
     for name, results in seen.items():
-        bad = next((res for res in results if res[0] is None or not res[1]), None)
+        bad = next((res for res in results if not res[0] or not res[1]), None)
         if bad is not None:
-            out[name] = bad
+            out[name] = (None, False, bad[2])
         else:
-            out[name] = (statistics.median(res[0] for res in results), True, "")
+            pooled = [t for samples, _, _ in results for t in samples]
+            out[name] = (statistics.median_low(pooled), True, "")
     return out
 
 
@@ -1025,8 +1148,9 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
         "peak_kernel": peak[0] or peak[2],
         "peak_gops": peak[1] / 1e9 if peak[1] else None,
         "timing": f"harness: fresh process, {tgt.cores} threads, 3 warm-up calls, median of "
-        f"{HARNESS_SAMPLES} samples >= 10 ms; tuned kernels and PyTorch: median of "
-        f"{HARNESS_ROUNDS} such processes each, interleaved, the kernels' order rotated",
+        f"{HARNESS_SAMPLES} samples >= 10 ms; tuned kernels: samples in turn, in "
+        f"{HARNESS_ROUNDS} such processes, the median of all samples; PyTorch: median of "
+        f"{HARNESS_ROUNDS} processes, interleaved with the kernels'",
     }
     if not hasattr(ops, op):
         skip = "skipped: operator not available"
@@ -1081,13 +1205,18 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
                 kernels["heronlike_eq_wall"] = eq_kernel
     print(f"[{name}] timing: tuned kernels, PyTorch, numpy ...", flush=True)
     torch_runs: list[tuple[float | None, str]] = []
-    for who, (lat, correct, msg) in time_tvm_kernels(
+    row["harness_children"] = " ".join(descendants())
+    log: list[dict[str, Any]] = []
+    timed = time_tvm_kernels(
         kernels,
         expected,
         case_dir,
         tgt.cores,
         also=lambda _: torch_runs.append(time_pytorch(op, run_params, tgt.cores)),
-    ).items():
+        log=log,
+    )
+    row["harness_log"] = harness_log_text(log)
+    for who, (lat, correct, msg) in timed.items():
         row[f"{who}_correct"] = bool(correct and row.get(f"{who}_correct", True))
         if lat is not None and correct:
             row[f"{who}_ms"], row[f"{who}_status"] = lat * 1e3, "ok"
@@ -1182,7 +1311,7 @@ COLUMNS = (
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
     "heronlike_target", "ms_target", "timing", "vnni_note",
     "heronlike_curve", "ms_curve", "heronlike_eq_wall_curve", "heronlike_trial_ms",
-    "ms_trial_ms", "case_s",
+    "ms_trial_ms", "case_s", "harness_children", "harness_log",
     "cpu_model", "cpu_signature", "date",
 )  # fmt: skip
 
@@ -1204,8 +1333,8 @@ _TEXT_COLUMNS = {
     "explorer",
     "heronlike_status", "ms_status", "heronlike_eq_wall_status", "ms_weights", "pytorch_impl",
     "numpy_impl", "heronlike_target", "ms_target", "timing", "vnni_note", "heronlike_curve",
-    "ms_curve", "heronlike_eq_wall_curve", "heronlike_trial_ms", "ms_trial_ms", "cpu_model",
-    "cpu_signature", "date",
+    "ms_curve", "heronlike_eq_wall_curve", "heronlike_trial_ms", "ms_trial_ms", "harness_children",
+    "harness_log", "cpu_model", "cpu_signature", "date",
 }  # fmt: skip
 
 

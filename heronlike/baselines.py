@@ -18,29 +18,83 @@ convolutions.
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .measure import run_in_subprocess
 
 
-def _median_time(fn: Callable[[], object], repeat: int) -> float:
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        number = 1
-        while True:  # at least ~10 ms per sample, like the runner's min_repeat_ms
+def _calls_per_sample(fn: Callable[[], object], min_sample_s: float) -> int:
+    """Calls of ``fn`` that take at least ``min_sample_s`` seconds together (1, 4, 16, ...,
+    at most 65536), like the runner's ``min_repeat_ms``."""
+    number = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        if time.perf_counter() - t0 >= min_sample_s or number >= 1 << 16:
+            return number
+        number *= 4
+
+
+def interleaved_samples(
+    fns: Sequence[Callable[[], object]], repeat: int, min_sample_s: float = 0.01
+) -> list[list[float]]:
+    """Timing samples (seconds per call) of each of ``fns``, taken in turn.
+
+    Each function gets 3 warm-up calls and a calls-per-sample count so that one sample lasts at
+    least ``min_sample_s`` seconds. Then ``repeat`` times, every function takes one sample in
+    turn (the order rotated by one each time), each sample after one untimed call, so a sample
+    does not pay for the cache state the previous function left. On a shared machine a slow
+    spell of a few seconds (seen on cloud VMs with nothing else running in the guest) then falls
+    on every function alike instead of on all the samples of one.
+
+    Args:
+        fns: callables taking no argument (a kernel bound to its arguments).
+        repeat: samples per function (>= 1).
+        min_sample_s: the shortest sample in seconds.
+
+    Returns:
+        One list of ``repeat`` samples in seconds per call for each of ``fns``, in their order.
+
+    Raises:
+        ValueError: ``repeat`` < 1.
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    numbers = []
+    for fn in fns:
+        for _ in range(3):
+            fn()
+        numbers.append(_calls_per_sample(fn, min_sample_s))
+    samples: list[list[float]] = [[] for _ in fns]
+    for r in range(repeat):
+        for j in [(r + i) % len(fns) for i in range(len(fns))]:
+            fn, number = fns[j], numbers[j]
+            fn()
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()
-            dt = time.perf_counter() - t0
-            if dt >= 0.01 or number >= 1 << 16:
-                break
-            number *= 4
-        samples.append(dt / number)
-    samples.sort()
-    return samples[len(samples) // 2]
+            samples[j].append((time.perf_counter() - t0) / number)
+    return samples
+
+
+def interleaved_median_times(
+    fns: Sequence[Callable[[], object]], repeat: int, min_sample_s: float = 0.01
+) -> list[float]:
+    """The median of each function's :func:`interleaved_samples`, in seconds per call (the
+    lower middle sample for an even ``repeat``).
+
+    Raises:
+        ValueError: ``repeat`` < 1.
+    """
+    return [statistics.median_low(s) for s in interleaved_samples(fns, repeat, min_sample_s)]
+
+
+def _median_time(fn: Callable[[], object], repeat: int) -> float:
+    """Median seconds per call of ``fn`` (:func:`interleaved_median_times` of one function)."""
+    return interleaved_median_times([fn], repeat)[0]
 
 
 def _numpy_worker(batch: int, M: int, N: int, K: int, repeat: int) -> float:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -366,10 +368,44 @@ def _check_roofline(row: dict[str, str]) -> None:
     assert 0 < pct < 150, row
 
 
+def test_the_harness_sees_what_else_runs() -> None:
+    busy = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        assert f"[{child.pid}]" in " ".join(suite.descendants())
+        before, own = suite._cpu_counters(), time.process_time()
+        time.sleep(0.8)
+        share = suite.cpu_share(before, suite._cpu_counters(), time.process_time() - own)
+    finally:
+        child.wait()
+    assert share["others_s"] >= 0.3 and f"[{child.pid}]" in share["top"]
+    assert f"[{child.pid}]" not in " ".join(suite.descendants())
+
+
+def test_harness_log_is_one_cell_per_case() -> None:
+    log = [
+        {"round": 0, "kernel": "heronlike", "seconds": 2e-5, "low": 1.9e-5, "high": 4e-5,
+         "others_s": 0.02, "steal_s": 0.0, "top": "kswapd0[7] 0.01", "wall_s": 1.0},
+        {"round": 0, "kernel": "ms", "seconds": None, "others_s": 0.02, "steal_s": 0.0,
+         "top": "kswapd0[7] 0.01", "wall_s": 1.0},
+        {"round": 1, "kernel": "ms", "seconds": None},
+    ]  # fmt: skip
+    cpus = os.cpu_count() or 1
+    assert suite.harness_log_text(log) == (
+        f"r0: heronlike 0.02 ms (0.019-0.04), ms failed; others {2 / cpus:.0f}% steal 0% "
+        "[kswapd0[7] 0.01] | r1: ms failed"
+    )
+
+
 def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
     proc = _run_suite(tmp_path, "--no-metaschedule")
     row = _check_outputs(tmp_path, proc)
     assert row["ms_status"].startswith("not run")
+    # every harness round's reading, and what ran beside it
+    assert [part.split(" ms ")[0].split(" ")[:2] for part in row["harness_log"].split(" | ")] == [
+        [f"r{r}:", "heronlike"] for r in range(suite.HARNESS_ROUNDS)
+    ]
+    assert "others" in row["harness_log"] and "steal" in row["harness_log"]
     if not suite.resolve_mode().vnni_measured:
         assert "unmeasured" in proc.stdout
     (csv_path,) = tmp_path.glob("suite-*.csv")

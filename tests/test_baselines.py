@@ -1,0 +1,48 @@
+"""The timing loop every baseline and the fair table's harness share
+(:func:`heronlike.baselines.interleaved_samples`): samples taken in turn, medians per function."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from heronlike.baselines import _median_time, interleaved_median_times, interleaved_samples
+
+
+def _spin(seconds: float, calls: list[str], name: str):  # noqa: ANN202
+    def fn() -> None:
+        calls.append(name)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    return fn
+
+
+def test_samples_are_taken_in_turn_with_the_order_rotated() -> None:
+    calls: list[str] = []
+    fns = [_spin(0.002, calls, "a"), _spin(0.006, calls, "b")]
+    samples = interleaved_samples(fns, repeat=4, min_sample_s=0.005)
+    assert [len(s) for s in samples] == [4, 4]
+    # set-up: 3 warm-up calls, then 1 + 4 calls (a: 2 ms < 5 ms, 8 ms >= 5), b: 3 + 1
+    assert calls[:8] == ["a"] * 8 and calls[8:12] == ["b"] * 4
+    # then per sample one untimed call and the timed ones, a and b in turn, rotated each time
+    runs, rest = [], calls[12:]
+    while rest:
+        n = 5 if rest[0] == "a" else 2
+        assert rest[:n] == [rest[0]] * n
+        runs.append(rest[0])
+        rest = rest[n:]
+    assert runs == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    a, b = (sorted(s)[1] for s in samples)
+    assert 2.2 < b / a < 4.0  # b spins three times as long per call
+
+
+def test_medians_and_the_one_function_case() -> None:
+    calls: list[str] = []
+    (median,) = interleaved_median_times([_spin(0.001, calls, "a")], repeat=3, min_sample_s=0.002)
+    assert 0.0009 < median < 0.003
+    assert 0.0009 < _median_time(_spin(0.001, calls, "a"), 3) < 0.003
+    with pytest.raises(ValueError, match="repeat"):
+        interleaved_samples([_spin(0.001, calls, "a")], repeat=0)
