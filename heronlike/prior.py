@@ -30,7 +30,14 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["GENERIC_FEATURES", "LinearPrior", "fit_linear_prior", "generic_features", "main_stage"]
+__all__ = [
+    "GENERIC_FEATURES",
+    "LinearPrior",
+    "check_prior_choice",
+    "fit_linear_prior",
+    "generic_features",
+    "main_stage",
+]
 
 #: the generic features a prior is fitted on (:func:`generic_features` gives their meaning)
 GENERIC_FEATURES: tuple[str, ...] = (

@@ -141,9 +141,9 @@ def search_for(
     from heronlike.cost_model import XGBCostModel
     from heronlike.features import ScheduleFeatures
     from heronlike.prior import check_prior_choice
+    from heronlike.sampler import RandSAT
 
     check_prior_choice(prior)
-    from heronlike.sampler import RandSAT
 
     rng = np.random.default_rng(seed)
     sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
