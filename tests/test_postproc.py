@@ -1,4 +1,5 @@
-"""Postprocessing: the zero-padding reads a tensorized convolution skips (heronlike.postproc).
+"""Postprocessing (heronlike.postproc): the zero-padding reads a tensorized convolution skips,
+and per-thread set-up hoisted out of the blocks that run many times.
 
 The guarded program must equal the unguarded one bit for bit and numpy's result; the guards
 must sit above the loops they do not depend on; and nothing may be guarded when skipping would
@@ -15,6 +16,9 @@ from heronlike import ops
 from heronlike.postproc import (
     GUARD_PLACES,
     SKIP_ZERO_READS,
+    THREAD_SETUP,
+    _realizes,
+    hoist_thread_setup,
     postprocess,
     skip_zero_reads,
     zero_share,
@@ -214,3 +218,99 @@ def test_general_rule_set_skips_the_inlined_padding_taps_exactly() -> None:
         for out in outputs[1:]:
             np.testing.assert_array_equal(out, outputs[0])
         np.testing.assert_allclose(outputs[0], expected, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-thread set-up (hoist_thread_setup)
+
+_SETUP_SOURCE = """
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4, 8), "int32"), B: T.Buffer((4, 8), "int32")):
+    for i in T.{kind}(4):
+        for j in range(8):
+            with T.sblock("fill"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads()
+                T.writes(A[vi, vj])
+                with T.attr(0, "{key}", 1):
+                    config = T.alloc_buffer((2,), "int32", scope="local")
+                    config[0] = {value}
+                    T.evaluate(T.call_extern("int32", "abs", config[0]))
+                A[vi, vj] = vi * 8 + vj
+        for j in range(8):
+            with T.sblock("fill_again"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads()
+                T.writes(B[vi, vj])
+                with T.attr(0, "{key}", 1):
+                    config = T.alloc_buffer((2,), "int32", scope="local")
+                    config[0] = {other}
+                    T.evaluate(T.call_extern("int32", "abs", config[0]))
+                B[vi, vj] = vi * 8 + vj + 1
+"""
+
+
+def _with_setup(kind: str, value: str = "5", other: str = "5") -> tirx.PrimFunc:
+    """Loops ``i`` (``kind``: ``parallel`` or ``serial``) and ``j`` around two blocks, each of
+    which starts with a :data:`THREAD_SETUP` statement (setting ``value`` / ``other``) and then
+    writes ``A[i, j] = 8 i + j`` / ``B[i, j] = 8 i + j + 1``."""
+    from tvm.script import tirx as T
+
+    source = _SETUP_SOURCE.format(kind=kind, key=THREAD_SETUP, value=value, other=other)
+    return tvm.script.from_source(source, extra_vars={"T": T})
+
+
+def _setup_blocks(stmt: object) -> list[tuple[list[object], s_tir.SBlockRealize]]:
+    """``(statements above, realize)`` of every ``thread_setup`` block."""
+    out = []
+    stack: list[tuple[object, list[object]]] = [(stmt, [])]
+    while stack:
+        s, above = stack.pop()
+        if isinstance(s, s_tir.SBlockRealize):
+            if s.block.name_hint == "thread_setup":
+                out.append((above, s))
+            stack.append((s.block.body, [*above, s]))
+        elif isinstance(s, (tirx.For, tirx.AttrStmt)):
+            stack.append((s.body, [*above, s]))
+        elif isinstance(s, tirx.SeqStmt):
+            stack.extend((c, [*above, s]) for c in s.seq)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["parallel", "serial"])
+def test_thread_setup_runs_once_per_parallel_task(kind: str) -> None:
+    """The set-up statement leaves the two blocks that run 8 times per task and runs once at
+    the top of each task of the parallel loop (or of the function, without one); the program
+    still computes the same."""
+    func = _with_setup(kind)
+    hoisted = hoist_thread_setup(func)
+    ((above, realize),) = _setup_blocks(hoisted.body)
+    assert "abs" in str(realize.block.body)
+    loops = [s for s in above if isinstance(s, tirx.For)]
+    if kind == "parallel":
+        assert [lp.loop_var.name for lp in loops] == ["i"]
+        assert loops[0].kind == tirx.ForKind.PARALLEL
+        first = loops[0].body.seq[0]
+        assert first.same_as(realize)
+    else:
+        assert not loops  # before every loop, in the function's root block
+    for fill in _realizes(hoisted.body):
+        if fill.block.name_hint.startswith("fill"):
+            assert THREAD_SETUP not in str(fill.block.body)
+    outs = []
+    for f in (func, hoisted):
+        args = [tvm.runtime.tensor(np.zeros((4, 8), "int32"), tvm.cpu()) for _ in range(2)]
+        tvm.compile(tvm.IRModule({"main": f}), target="llvm")["main"](*args)
+        outs.append([a.numpy() for a in args])
+    np.testing.assert_array_equal(outs[0][0], np.arange(32).reshape(4, 8))
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize(
+    "value, other", [("5", "6"), ("vj", "vj")], ids=["copies differ", "depends on the block"]
+)
+def test_setups_that_cannot_be_shared_stay_where_they_are(value: str, other: str) -> None:
+    """Copies that do not do the same, or a set-up that reads the block's own variables,
+    cannot run once per task: nothing moves."""
+    func = _with_setup("parallel", value, other)
+    assert hoist_thread_setup(func).same_as(func)
