@@ -12,7 +12,9 @@ values) into fp32.
 
 Intrinsics: per dtype (:class:`TileKind`) a family of micro-kernels ``C[16·a, 16·b] +=
 A[16·a, k] · B[k, 16·b]``, ``a, b`` in 1-4 tiles, each a group of three members that keep C in
-tile registers ``tmm0 … tmm(a·b-1)``: ``fill`` (``ldtilecfg``, ``tilezero``), ``compute``
+tile registers ``tmm0 … tmm(a·b-1)``: ``fill`` (``tilezero``; its ``ldtilecfg`` is per-thread
+set-up, hoisted to once per parallel task by :func:`heronlike.postproc.hoist_thread_setup`),
+``compute``
 (``a`` A and ``b`` B tile loads, ``a·b`` products) and ``store`` (``tilestored``).
 :class:`~heronlike.rules.tensorize.AccumulateInTiles` caches one micro-kernel's accumulator at
 the innermost cache-tile loop (tiling ``S0 S1 R0 R1 T``), so C is zeroed, accumulated over the
@@ -55,11 +57,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from heronlike.dla_targets.dlboost import VECTOR_BYTES, DLBoostTarget, host_cpu
-from heronlike.errors import HostFeatureError
+from heronlike.errors import HostFeatureError, UnsupportedShapeError
 from heronlike.host import cpu_flags
-from heronlike.intrinsic import Intrinsic, match_intrinsic
+from heronlike.intrinsic import Intrinsic, IntrinsicMatch, match_intrinsic
+from heronlike.postproc import THREAD_SETUP
 from heronlike.rules.base import ConstraintRule, Rule
-from heronlike.rules.cache_stage import AddCacheStage
 from heronlike.rules.general import (
     FuseEpilogue,
     PackVectorOperand,
@@ -148,6 +150,7 @@ def _tile_functions(
     bytes.
 
     * ``fill``: ``C = 0`` on the accumulator (scope ``local``, never in memory): ``ldtilecfg``
+      (marked :data:`~heronlike.postproc.THREAD_SETUP`, so hoisted)
       and ``tilezero`` of the C tiles.
     * ``compute``: ``C += A · B``, A ``[16·a, 64]`` uint8 rows ``sa`` bytes apart, B the packed
       weight's ``[b, 16, 16, 4]`` int8 (``B[n/16, k/4, n%16, k%4]``: each ``[16, 16, 4]`` block
@@ -187,15 +190,17 @@ def _tile_functions(
             T.reads()
             T.writes(C[0:m, 0:n])
             # palette 1; every tile 16 rows x 64 bytes (colsb: u16 at byte 16 + 2t; rows: u8
-            # at byte 48 + t)
-            config = T.alloc_buffer((64,), "uint8", scope="local")
-            for byte in T.serial(64):
-                config[byte] = T.uint8(0)
-            config[0] = T.uint8(1)
-            for t in T.serial(TILE_REGISTERS):
-                config[16 + 2 * t] = T.uint8(TILE_BYTES_PER_ROW)
-                config[48 + t] = T.uint8(rows)
-            T.evaluate(intrin("ldtilecfg", T.address_of(config[0])))
+            # at byte 48 + t); the same for every member, so set once per thread and task
+            # (heronlike.postproc.hoist_thread_setup)
+            with T.attr(0, THREAD_SETUP, 1):
+                config = T.alloc_buffer((64,), "uint8", scope="local")
+                for byte in T.serial(64):
+                    config[byte] = T.uint8(0)
+                config[0] = T.uint8(1)
+                for t in T.serial(TILE_REGISTERS):
+                    config[16 + 2 * t] = T.uint8(TILE_BYTES_PER_ROW)
+                    config[48 + t] = T.uint8(rows)
+                T.evaluate(intrin("ldtilecfg", T.address_of(config[0])))
             for t in T.unroll(c_tiles):
                 T.evaluate(intrin("tilezero", T.int8(t)))
 
@@ -342,11 +347,12 @@ def tile_intrinsics(emulate: bool = False) -> tuple[Intrinsic, ...]:
 
 def check_tile_assembly(asm: str, c_tiles: int) -> dict[str, Any]:
     """Check x86 assembly (AT&T) of an AMX candidate whose micro-kernel holds ``c_tiles``
-    accumulator tiles: every ``ldtilecfg`` is followed by ``c_tiles`` ``tilezero`` (a fill per
-    register tile), a product (``tdpbusd``, ``tdpbf16ps``) writes only C tiles (``tmm0`` …
-    ``tmm(c_tiles-1)``) and reads only others, ``tileloadd`` loads only A and B tiles (C never
-    goes through memory in the reduction loop), and ``tilestored`` stores ``c_tiles`` C tiles
-    per fill. Returns the counts and ``"ok"``."""
+    accumulator tiles: the tiles are configured (``ldtilecfg``, once per thread's task: the
+    set-up is hoisted), each fill zeroes ``c_tiles`` C tiles (``tilezero``), a product
+    (``tdpbusd``, ``tdpbf16ps``) writes only C tiles (``tmm0`` … ``tmm(c_tiles-1)``) and reads
+    only others, ``tileloadd`` loads only A and B tiles (C never goes through memory in the
+    reduction loop), and each C tile zeroed is stored once (``tilestored``). Counts are of
+    instructions in the code, not executed. Returns the counts and ``"ok"``."""
 
     def tiles(line: str) -> list[int]:
         return [int(t) for t in re.findall(r"%tmm(\d)", line)]
@@ -365,10 +371,10 @@ def check_tile_assembly(asm: str, c_tiles: int) -> dict[str, Any]:
                 ok &= regs[-1] >= c_tiles
             elif op == "tdp":  # tdpbusd B, A, C
                 ok &= regs[2] < c_tiles and min(regs[:2]) >= c_tiles
-    fills = counts["ldtilecfg"]
-    ok &= fills > 0 and counts["tilezero"] == fills * c_tiles
-    ok &= counts["tilestored"] == fills * c_tiles and counts["tdp"] % c_tiles == 0
-    ok &= counts["tdp"] >= fills * c_tiles
+    zeroed = counts["tilezero"]
+    ok &= counts["ldtilecfg"] > 0 and zeroed > 0 and zeroed % c_tiles == 0
+    ok &= counts["tilestored"] == zeroed and counts["tdp"] % c_tiles == 0
+    ok &= counts["tdp"] >= zeroed
     return {**counts, "ok": bool(ok)}
 
 
@@ -405,6 +411,37 @@ def request_amx_permission() -> None:
         raise HostFeatureError(
             f"Linux refused the AMX tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM: "
             f"errno {errno}); AMX needs Linux 5.16 or newer"
+        )
+
+
+def check_bf16_operand(dag: Any, match: IntrinsicMatch) -> None:
+    """Refuse a bf16 tile stage whose A operand would live in a buffer the kernel allocates.
+
+    TVM 0.27 stores every bf16 buffer a kernel allocates as float32 (its
+    ``BF16ComputeLegalize`` pass runs for every CPU target), while a tile load reads 16-bit
+    elements: an A operand padded in the kernel (``m`` not a multiple of 16, ``k`` of 32) or
+    materialised by a stage (a convolution's im2col matrix, SCAN's generated matrix) would
+    compute garbage on the tiles. Measured on a Xeon with AMX: every such candidate fails the
+    output check. int8 and the weights (pre-packed outside the kernel) are not affected.
+
+    Raises:
+        UnsupportedShapeError: such a stage, naming why and what runs instead.
+    """
+    if match.intrinsic.a_dtype != "bfloat16":
+        return
+    why = []
+    if any(st.write.buffer == match.a.buffer for st in dag.stages):
+        why.append(f"its A operand {match.a.buffer} is computed by the kernel")
+    for role, axis, size in (("m", match.m_axis, TILE_ROWS), ("k", match.k_axis, BF16.k)):
+        extent = match.stage.axis(axis).extent if axis else size
+        if extent % size:
+            why.append(f"{role} = {extent} is not a multiple of {size} (A padded in the kernel)")
+    if why:
+        raise UnsupportedShapeError(
+            f"amx bf16: stage {match.stage.name}: " + "; ".join(why) + ". TVM 0.27 stores bf16 "
+            "buffers a kernel allocates as float32, which the tile loads cannot read; run "
+            "bf16 GEMM/BMM with m a multiple of 16 and k of 32 on amx, pad A yourself, or use "
+            "int8, or the target dlboost -general for bf16"
         )
 
 
@@ -481,6 +518,15 @@ class AMXTarget(DLBoostTarget):
                     return implicit_gemm(match, dag.func)
         return None
 
+    def match(self, dag: Any) -> list[IntrinsicMatch]:
+        """DL Boost's matching, then :func:`check_bf16_operand` on each match (not with
+        ``-emulate``, whose loop nests read what TVM stores)."""
+        matches = super().match(dag)
+        if not self.emulate:
+            for m in matches:
+                check_bf16_operand(dag, m)
+        return matches
+
     def tvm_target(self) -> dict[str, Any]:
         if not self.emulate:
             missing = sorted(set(LLVM_FEATURES) - set(_llvm_features(self.mcpu)))
@@ -519,14 +565,15 @@ class AMXTarget(DLBoostTarget):
 
     def schedule_rules(self) -> Sequence[Rule]:
         # DL Boost's rules, with the tile micro-kernel as the register tile: tiling
-        # S0 S1 R0 R1 T (no S2), and the accumulator in tile registers across the reduction
+        # S0 S1 R0 R1 T (no S2), and the accumulator in tile registers across the reduction,
+        # stored by the tiles straight into the output (no cache stage in memory) unless an
+        # epilogue or the padding needs a write-back
         return (
             AlwaysInline(),
-            MaterializeOperand(vector_bytes=VECTOR_BYTES),
+            MaterializeOperand(vector_bytes=VECTOR_BYTES, at_parallel_task=True),
             FuseEpilogue(),
             PadToIntrinsic(vector_bytes=VECTOR_BYTES),
             Tensorize(shape_knob=True),
-            AddCacheStage(scope="global"),
             MultiLevelTiling(
                 spatial=("S0", "S1"),
                 order=("S0", "S1", "R0", "R1", "T"),

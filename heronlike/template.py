@@ -192,6 +192,20 @@ def parallelize_vectorize(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
         sch.vectorize(inner)
 
 
+def materialize_at(sch: s_tir.Schedule, block: Any, loop: Any, lanes: int) -> None:
+    """Write a materialised operand inside its consumer's loop ``loop`` (a ``parallel`` task
+    loop): ``compute_at``, so each iteration writes the region it reads; the innermost loop of
+    the block is vectorised to ``lanes`` (split first when longer), as
+    :func:`parallelize_vectorize` does at the root."""
+    sch.compute_at(block, loop, preserve_unit_loops=False)
+    inner = sch.get_loops(block)[-1]
+    extent = int(sch.get(inner).extent)
+    if extent > lanes and extent % lanes == 0:
+        inner = sch.split(inner, [None, lanes])[1]
+    if extent <= lanes or extent % lanes == 0:
+        sch.vectorize(inner)
+
+
 def row_reduction(sch: s_tir.Schedule, block: Any, at: Any, lanes: int) -> None:
     """Schedule a reduction without data reuse (a row max, sum or moment; see
     ``heronlike.rules.rows``) at loop ``at`` of its consumer, or at the root (``at`` None)
@@ -444,6 +458,7 @@ def _unit_loop(sch: s_tir.Schedule, loop: Any) -> bool:
 _HELPERS = {
     "vectorize_innermost": vectorize_innermost,
     "parallelize_vectorize": parallelize_vectorize,
+    "materialize_at": materialize_at,
     "row_reduction": row_reduction,
     "cooperative_fetch": cooperative_fetch,
     "tensorize_tile": tensorize_tile,

@@ -42,6 +42,7 @@ from onnxruntime.quantization import (  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import heronlike.model as hm  # noqa: E402
+from heronlike.dla_targets.amx import host_has_amx  # noqa: E402
 from heronlike.host import cpu_flags  # noqa: E402
 from heronlike.model.quantize import rewrite_qdq  # noqa: E402
 
@@ -347,12 +348,23 @@ def test_float_model_is_untouched() -> None:
     tvm.ir.assert_structural_equal(rewritten, mod)
 
 
-def test_qdq_cnn_on_amx_tiles_agrees_with_onnxruntime(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "target",
+    [
+        "amx -emulate -num-cores=1",
+        pytest.param(
+            "amx -num-cores=1",
+            marks=pytest.mark.skipif(not host_has_amx(), reason="needs a CPU with AMX tiles"),
+        ),
+    ],
+    ids=["emulated", "tiles"],
+)
+def test_qdq_cnn_on_amx_tiles_agrees_with_onnxruntime(target: str, tmp_path: Path) -> None:
     """The same QDQ CNN on the AMX target: its integer convolutions run the tile micro-kernels
-    (``-emulate``: their loop nests, on any CPU) with the requantise fused, the rest TVM's
-    lowering, and the output agrees with ONNX Runtime's reference by the same rule."""
+    (``-emulate``: their loop nests, on any CPU; else the tiles of an AMX CPU) with the
+    requantise fused, the rest TVM's lowering, and the output agrees with ONNX Runtime's
+    reference by the same rule."""
     _, int8 = _qdq(tmp_path, _SmallCNN(), (1, 3, 16, 16))
-    target = "amx -emulate -num-cores=1"
     tiled = [t for t in hm.extract_tasks(int8, target) if t.tunable]
     assert len(tiled) == 4  # three convolutions and the linear layer
     for task in tiled:
