@@ -516,23 +516,38 @@ def cpu_share(
     }
 
 
-def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samples: int):
-    """Harness worker for the tuned kernels, in this process: for each ``(library, arguments
-    .npz)`` load the library, poison the outputs, run once and compare with the reference; then
-    time ``main`` of every correct one on its arrays, their samples taken in turn
-    (:func:`heronlike.baselines.interleaved_samples`, ``samples`` each).
+def _tvm_kernels_worker(
+    kernels: list[tuple[str, str]],
+    expected_path: str,
+    samples: int,
+    prepare: Sequence[str] = (),
+    torch_case: tuple[str, dict[str, int], int] | None = None,
+):
+    """Harness worker for the tuned kernels, in this process: prepare the process for each
+    target key of ``prepare`` (:func:`heronlike.target.prepare_process_for`: AMX's tile
+    permission); for each ``(library, arguments .npz)`` load the library, poison the outputs,
+    run once and compare with the reference; then time ``main`` of every correct one on its
+    arrays, their samples taken in turn (:func:`heronlike.baselines.interleaved_samples`,
+    ``samples`` each). With ``torch_case`` ``(op, params, threads)``, PyTorch's int8 paths for
+    that case (:func:`heronlike.baselines.torch_paths`) take their samples in the same turns,
+    after the kernels in the list of callables.
 
     Returns:
         ``(results, share)``: one ``(samples in seconds or None, correct, message)`` per kernel,
         and what else used the CPUs while they were timed (a :func:`cpu_share` dict with the
-        timing's wall seconds ``wall_s``; empty if nothing was timed).
+        timing's wall seconds ``wall_s``; empty if nothing was timed). With ``torch_case``,
+        ``share["torch"]`` maps each PyTorch path to its samples and ``share["torch_failed"]``
+        lists the paths that could not be built.
     """
     import numpy as np
     import tvm
 
     from heronlike.baselines import interleaved_samples
     from heronlike.library.runtime import to_logical
+    from heronlike.target import prepare_process_for
 
+    for key in prepare:
+        prepare_process_for(key)
     with np.load(expected_path) as z:
         expected = {int(k[3:]): z[k] for k in z.files}
     dev = tvm.cpu()
@@ -565,18 +580,45 @@ def _tvm_kernels_worker(kernels: list[tuple[str, str]], expected_path: str, samp
             out.append((None, True, ""))
         except Exception as err:  # noqa: BLE001 - the next kernel is still checked
             out.append((None, False, f"harness: {_short(err)}"))
-    if not calls:
-        return out, {}
+    paths: dict[str, Callable[[], object]] = {}
+    extra: dict[str, Any] = {}
+    if torch_case is not None:
+        from heronlike.baselines import torch_paths
+
+        try:
+            built, extra["torch_failed"] = torch_paths(*torch_case)
+        except Exception as err:  # noqa: BLE001 - the kernels are still timed
+            built, extra["torch_failed"] = {}, [f"PyTorch: {_short(err)}"]
+        for name, fn in built.items():  # a path that fails its first call is left out
+            import torch
+
+            try:
+                with torch.no_grad():
+                    fn()
+                paths[name] = fn
+            except Exception as err:  # noqa: BLE001
+                extra["torch_failed"].append(f"{name} failed ({_short(err)})")
+    if not calls and not paths:
+        return out, extra
+    fns = list(calls.values()) + list(paths.values())
     before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
     try:
-        timed = interleaved_samples(list(calls.values()), samples)
+        if paths:
+            import torch
+
+            with torch.no_grad():
+                timed = interleaved_samples(fns, samples)
+        else:
+            timed = interleaved_samples(fns, samples)
     except Exception as err:  # noqa: BLE001 - reported for every kernel of the round
         return [(None, False, f"harness: {_short(err)}") if k in calls else r
-                for k, r in enumerate(out)], {}  # fmt: skip
+                for k, r in enumerate(out)], extra  # fmt: skip
     own, wall = time.process_time() - own, time.perf_counter() - wall
-    for k, seconds in zip(calls, timed, strict=True):
+    for k, seconds in zip(calls, timed, strict=False):
         out[k] = (seconds, True, "")
-    return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall}
+    if paths:
+        extra["torch"] = dict(zip(paths, timed[len(calls) :], strict=True))
+    return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall, **extra}
 
 
 def descendants() -> list[str]:
@@ -630,6 +672,8 @@ def time_tvm_kernels(
     rounds: int = HARNESS_ROUNDS,
     also: Callable[[int], Any] | None = None,
     log: list[dict[str, Any]] | None = None,
+    prepare: Sequence[str] = (),
+    torch_case: tuple[str, dict[str, int]] | None = None,
 ) -> dict[str, tuple[float | None, bool, str]]:
     """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
     harness: ``rounds`` fresh processes, one after the other, each checking every kernel's
@@ -643,14 +687,19 @@ def time_tvm_kernels(
     that both meet the same stretches of a noisy machine. ``log``, if given, receives one dict
     per round and kernel: ``round``, ``kernel``, ``seconds`` (its median in that round; None:
     failed), ``low`` and ``high`` (its fastest and slowest sample), and what else used the CPUs
-    during the round (:func:`cpu_share`)."""
+    during the round (:func:`cpu_share`). ``prepare``: target keys the kernels' process is
+    prepared for first (``("amx",)``: Linux's permission for the tile state). ``torch_case``
+    ``(op, params)``: PyTorch's int8 paths for the case are timed in the kernels' processes,
+    their samples in the same turns (:func:`_tvm_kernels_worker`), and the result has a
+    ``"pytorch"`` entry: the fastest path's median over all its samples, and a text naming
+    it, the others' medians and the paths that failed."""
     import statistics
 
     import numpy as np
 
     from heronlike.measure import run_in_subprocess
 
-    if not kernels:
+    if not kernels and torch_case is None:
         if also is not None:
             for r in range(max(1, rounds)):
                 also(r)
@@ -664,6 +713,9 @@ def time_tvm_kernels(
         items[name] = (str(so), str(args_path))
     names = list(kernels)
     seen: dict[str, list[tuple[list[float] | None, bool, str]]] = {k: [] for k in names}
+    torch_seen: dict[str, list[float]] = {}
+    torch_failed: list[str] = []
+    worker_torch = (*torch_case, threads) if torch_case is not None else None
     try:
         for r in range(max(1, rounds)):
             if also is not None and r % 2:
@@ -675,19 +727,27 @@ def time_tvm_kernels(
                     [items[k] for k in order],
                     str(exp_path),
                     HARNESS_SAMPLES,
+                    tuple(prepare),
+                    worker_torch,
                     timeout_s=600,
                     num_threads=threads,
                 )
             except Exception as err:  # noqa: BLE001 - a kernel that crashes the process is data
                 results, share = [(None, False, f"harness: {_short(err)}")] * len(order), {}
+            round_torch = share.pop("torch", {})
+            torch_failed += [f for f in share.pop("torch_failed", []) if f not in torch_failed]
+            for path, samples in round_torch.items():
+                torch_seen.setdefault(path, []).extend(samples)
+            timed_here = [(name, res[0]) for name, res in zip(order, results, strict=True)]
+            timed_here += [(f"pytorch {path}", samples) for path, samples in round_torch.items()]
             for name, (samples, correct, msg) in zip(order, results, strict=True):
                 seen[name].append((samples, correct, msg))
-                if log is not None:
-                    got = {"seconds": None}
-                    if samples:
-                        low, high = min(samples), max(samples)
-                        got = {"seconds": statistics.median_low(samples), "low": low, "high": high}
-                    log.append({"round": r, "kernel": name, **got, **share})
+            for name, samples in timed_here if log is not None else ():
+                got = {"seconds": None}
+                if samples:
+                    low, high = min(samples), max(samples)
+                    got = {"seconds": statistics.median_low(samples), "low": low, "high": high}
+                log.append({"round": r, "kernel": name, **got, **share})
             if also is not None and not r % 2:
                 also(r)
     finally:
@@ -702,6 +762,15 @@ def time_tvm_kernels(
         else:
             pooled = [t for samples, _, _ in results for t in samples]
             out[name] = (statistics.median_low(pooled), True, "")
+    if torch_case is not None:
+        from heronlike.baselines import fastest_path
+
+        medians = {p: statistics.median_low(t) for p, t in torch_seen.items() if t}
+        try:
+            seconds, what = fastest_path(medians, torch_failed, torch_case[0])
+            out["pytorch"] = (seconds, True, what + " [timed in the kernels' processes]")
+        except RuntimeError as err:
+            out["pytorch"] = (None, False, f"PyTorch failed: {err}")
     return out
 
 

@@ -251,13 +251,12 @@ def _numpy_conv_worker(g: dict[str, object], repeat: int) -> float:
     return _median_time(run, repeat)
 
 
-def torch_paths_worker(
-    op: str, params: dict[str, int], samples: int, threads: int
-) -> tuple[float, str]:
-    """Every int8 CPU path PyTorch has for operator ``op`` of :mod:`heronlike.ops`, each timed
-    (median of ``samples`` calls of at least 10 ms) on ``threads`` threads; the fastest is
-    returned as ``(seconds, implementation text naming the others and their times)``. Run it
-    in a worker process (:func:`torch_op`, the benchmark suite's harness).
+def torch_paths(
+    op: str, params: dict[str, int], threads: int
+) -> tuple[dict[str, Callable[[], object]], list[str]]:
+    """Every int8 CPU path PyTorch has for operator ``op`` of :mod:`heronlike.ops`, built and
+    ready to call on ``threads`` threads: ``(name -> callable, failures)`` (a path that could
+    not be built is a failure naming why). Call the callables under ``torch.no_grad()``.
 
     Matrix products (GEMM, GEMV as a 1-row product, BMM as one call per batch):
     ``torch.ao.nn.quantized.Linear`` (u8 x s8, weight pre-packed at ``set_weight_bias``,
@@ -269,7 +268,6 @@ def torch_paths_worker(
     with ``out=``.
 
     Raises:
-        RuntimeError: no path ran (each failure named).
         ModuleNotFoundError: PyTorch is not installed.
     """
     import warnings
@@ -280,14 +278,12 @@ def torch_paths_worker(
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     engines = [e for e in ("onednn", "x86") if e in torch.backends.quantized.supported_engines]
-    timed: dict[str, float] = {}
+    made: dict[str, Callable[[], object]] = {}
     failed: list[str] = []
 
     def attempt(name: str, make) -> None:  # noqa: ANN001
         try:
-            fn = make()
-            with torch.no_grad():
-                timed[name] = _median_time(fn, samples)
+            made[name] = make()
         except Exception as err:  # noqa: BLE001 - the other paths still count
             failed.append(f"{name} failed ({str(err).splitlines()[0][:80] if str(err) else err})")
 
@@ -384,6 +380,41 @@ def torch_paths_worker(
             name = f"torch.ao.nn.quantized.{'ConvTranspose2d' if g['transposed'] else 'Conv'}"
             name += f"{'' if g['transposed'] else f'{nd}d'} ({engine} engine, pre-packed, u8 x s8)"
             attempt(name, conv(engine))
+    return made, failed
+
+
+def torch_paths_worker(
+    op: str, params: dict[str, int], samples: int, threads: int
+) -> tuple[float, str]:
+    """Every int8 CPU path PyTorch has for operator ``op`` (:func:`torch_paths`), each timed
+    (median of ``samples`` calls of at least 10 ms) on ``threads`` threads; the fastest is
+    returned as ``(seconds, implementation text naming the others and their times)``. Run it
+    in a worker process (:func:`torch_op`, the benchmark suite's harness).
+
+    Raises:
+        RuntimeError: no path ran (each failure named).
+        ModuleNotFoundError: PyTorch is not installed.
+    """
+    import torch
+
+    made, failed = torch_paths(op, params, threads)
+    timed: dict[str, float] = {}
+    for name, fn in made.items():
+        try:
+            with torch.no_grad():
+                timed[name] = _median_time(fn, samples)
+        except Exception as err:  # noqa: BLE001 - the other paths still count
+            failed.append(f"{name} failed ({str(err).splitlines()[0][:80] if str(err) else err})")
+    return fastest_path(timed, failed, op)
+
+
+def fastest_path(timed: dict[str, float], failed: list[str], op: str) -> tuple[float, str]:
+    """``(seconds, text)`` of the fastest of PyTorch's timed paths ``timed`` (name -> seconds),
+    the text naming it, then the others' times and the ``failed`` paths.
+
+    Raises:
+        RuntimeError: nothing was timed.
+    """
     if not timed:
         raise RuntimeError("; ".join(failed) or f"no PyTorch path for {op!r}")
     best = min(timed, key=timed.__getitem__)

@@ -469,3 +469,38 @@ def test_a_peak_read_low_is_replaced_by_the_higher_reading_after_the_cases() -> 
     assert rows[0]["ms_pct_peak"] == pytest.approx(50.0)
     assert "1900" in rows[0]["peak_note"] and "2000" in rows[0]["peak_note"]
     assert "peak_gops" not in rows[1] and "peak_note" not in rows[1]
+
+
+def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
+    """With ``torch_case`` every PyTorch path takes its samples in the kernels' processes, in
+    the same turns: ``"pytorch"`` names the fastest path and the others, and each round logs
+    every path beside the kernel."""
+    pytest.importorskip("torch")
+    import heronlike
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+    from heronlike.reference import random_inputs, reference_outputs
+
+    params = {"M": 32, "N": 32, "K": 64}
+    compute = ops.gemm(**params, dtype="int8")
+    tuned = heronlike.tune(compute, "llvm", trials=2, seed=0, records=tmp_path / "r.sqlite")
+    dag = ComputeDAG.from_compute(compute)
+    arrays = random_inputs(dag, np.random.default_rng(0))
+    kernel = (tuned.kernel.export_library(tmp_path / "k.so"), tuned.space.prepare_args(arrays))
+    log: list[dict] = []
+    timed = suite.time_tvm_kernels(
+        {"heronlike": kernel},
+        reference_outputs(dag, arrays),
+        tmp_path,
+        1,
+        rounds=2,
+        log=log,
+        torch_case=("gemm", params),
+    )
+    assert timed["heronlike"][1] and timed["heronlike"][0] > 0, timed
+    seconds, ok, what = timed["pytorch"]
+    assert ok and seconds > 0, what
+    assert "timed in the kernels' processes" in what and "also:" in what, what
+    paths = [e for e in log if e["kernel"].startswith("pytorch ")]
+    assert {e["round"] for e in paths} == {0, 1} and len(paths) >= 2 * 3, log
+    assert all(e["seconds"] > 0 for e in paths)
