@@ -41,8 +41,11 @@ data state, which :func:`request_amx_permission` asks for (``arch_prctl(ARCH_REQ
 :meth:`AMXTarget.prepare_process`) in the tuning process, in the measuring worker, and before
 the first kernel of a loaded library or compiled model runs.
 
-Not yet: any measurement on an AMX CPU (none was available), and a register level above the
-micro-kernel (two micro-kernels sharing loaded A or B tiles).
+Measured on an Emerald Rapids Xeon (``benchmarks/amx.py compare``, docs/results.md): bit-exact,
+faster than oneDNN on the same tiles and than the VNNI target on GEMM, BMM and convolutions.
+Not yet: direct convolutions (the tiles reading the padded input without an im2col matrix), a
+register level above the micro-kernel (two micro-kernels sharing loaded A or B tiles), and
+bf16 A operands the kernel allocates (:func:`check_bf16_operand`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Two rewrites today. **Hoisting per-thread set-up** (:data:`THREAD_SETUP`,
 Every copy is taken out of the tensorized blocks, and one copy runs at the top of each parallel
 loop's body (one task, one thread) or of the function. A micro-kernel that runs thousands of
 times then configures the tiles once per task instead of once per call (on a Xeon with AMX,
-one ``ldtilecfg`` per 64 ``tdpbusd`` cost about a fifth of their throughput).
+one ``ldtilecfg`` per 64 ``tdpbusd`` cost 17 % of their throughput).
 
 **Skipping the zero padding** (:data:`SKIP_ZERO_READS`). A convolution reads
 its input through a zero-padding stage ``Xp[i] = if_then_else(inside(i), X[i - pad], 0)``, so

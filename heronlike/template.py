@@ -196,8 +196,14 @@ def materialize_at(sch: s_tir.Schedule, block: Any, loop: Any, lanes: int) -> No
     """Write a materialised operand inside its consumer's loop ``loop`` (a ``parallel`` task
     loop): ``compute_at``, so each iteration writes the region it reads; the innermost loop of
     the block is vectorised to ``lanes`` (split first when longer), as
-    :func:`parallelize_vectorize` does at the root."""
-    sch.compute_at(block, loop, preserve_unit_loops=False)
+    :func:`parallelize_vectorize` does at the root. Where TVM cannot move the block (a 1×1
+    convolution's reshaped input, SCAN's generated matrix: ``compute_at`` refuses), it stays a
+    root-level pass, scheduled by :func:`parallelize_vectorize`."""
+    try:
+        sch.compute_at(block, loop, preserve_unit_loops=False)
+    except Exception:  # noqa: BLE001 - TVM checks before it changes anything
+        parallelize_vectorize(sch, block, lanes)
+        return
     inner = sch.get_loops(block)[-1]
     extent = int(sch.get(inner).extent)
     if extent > lanes and extent % lanes == 0:

@@ -64,8 +64,10 @@ def test_shape_knob_within_tile_budget() -> None:
         ops.c2d(N=1, H=8, W=8, CI=64, CO=32, KH=3, KW=3, stride=1, pad=1, dtype="int8"),
         ops.gemm(64, 96, 64, dtype="bfloat16"),
         ops.bmm(2, 32, 48, 64, dtype="bfloat16"),
+        ops.c2d(N=1, H=8, W=8, CI=64, CO=32, KH=1, KW=1, stride=1, pad=0, dtype="int8"),
+        ops.scan(16, 64, 128, dtype="int8"),
     ],
-    ids=["gemm", "bmm", "c2d", "gemm-bf16", "bmm-bf16"],
+    ids=["gemm", "bmm", "c2d", "gemm-bf16", "bmm-bf16", "c2d-1x1", "scan"],
 )
 def test_candidates_build_for_sapphirerapids(compute) -> None:  # noqa: ANN001
     """Sampled candidates build for ``-mcpu=sapphirerapids`` on any x86 host, and their
