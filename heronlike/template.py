@@ -184,6 +184,12 @@ def parallelize_vectorize(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
     if len(loops) > 1:
         outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
         sch.parallel(outer)
+    _vectorize_copy(sch, block, lanes)
+
+
+def _vectorize_copy(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
+    """Vectorise the innermost loop of a data-movement block when its extent is at most
+    ``lanes`` or a multiple of it (split to ``lanes`` first)."""
     inner = sch.get_loops(block)[-1]
     extent = int(sch.get(inner).extent)
     if extent > lanes and extent % lanes == 0:
@@ -196,20 +202,14 @@ def materialize_at(sch: s_tir.Schedule, block: Any, loop: Any, lanes: int) -> No
     """Write a materialised operand inside its consumer's loop ``loop`` (a ``parallel`` task
     loop): ``compute_at``, so each iteration writes the region it reads; the innermost loop of
     the block is vectorised to ``lanes`` (split first when longer), as
-    :func:`parallelize_vectorize` does at the root. Where TVM cannot move the block (a 1×1
-    convolution's reshaped input, SCAN's generated matrix: ``compute_at`` refuses), it stays a
-    root-level pass, scheduled by :func:`parallelize_vectorize`."""
+    :func:`parallelize_vectorize` does at the root. Where TVM refuses to move the block, it
+    stays a root-level pass, scheduled by :func:`parallelize_vectorize`."""
     try:
         sch.compute_at(block, loop, preserve_unit_loops=False)
     except Exception:  # noqa: BLE001 - TVM checks before it changes anything
         parallelize_vectorize(sch, block, lanes)
         return
-    inner = sch.get_loops(block)[-1]
-    extent = int(sch.get(inner).extent)
-    if extent > lanes and extent % lanes == 0:
-        inner = sch.split(inner, [None, lanes])[1]
-    if extent <= lanes or extent % lanes == 0:
-        sch.vectorize(inner)
+    _vectorize_copy(sch, block, lanes)
 
 
 def row_reduction(sch: s_tir.Schedule, block: Any, at: Any, lanes: int) -> None:

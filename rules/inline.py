@@ -85,14 +85,20 @@ class MaterializeOperand(Rule):
             ctx.step("parallelize_vectorize", ctx.block(stage), lanes)
             return
         # its own element-wise producers (the zero padding of an im2col matrix) are inlined
-        # first, as AlwaysInline would later: compute_at needs them out of the way
+        # first, as AlwaysInline would later: compute_at needs them out of the way. Without
+        # one (a 1x1 convolution's reshape, SCAN's generated matrix) TVM 0.27's compute_at
+        # fails after the consumer was tensorized, so those stay root-level passes
+        inlined = False
         for producer in ctx.dag.producers(stage):
             st = ctx.states.get(producer)
             if st is not None and st.stage.is_injective and not st.inlined:
                 if ctx.dag.consumers(producer) == [stage] and not st.stage.is_output:
                     ctx.step("compute_inline", ctx.block(producer))
-                    st.inlined = True
-        ctx.step("materialize_at", ctx.block(stage), Sym(task.sym), lanes)
+                    st.inlined = inlined = True
+        if inlined:
+            ctx.step("materialize_at", ctx.block(stage), Sym(task.sym), lanes)
+        else:
+            ctx.step("parallelize_vectorize", ctx.block(stage), lanes)
 
     @staticmethod
     def _task_loop(ctx: RuleContext, stage: str) -> Any:

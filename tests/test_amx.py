@@ -90,13 +90,28 @@ def test_candidates_build_for_sapphirerapids(compute) -> None:  # noqa: ANN001
         assert re.search(rf"\b{instruction}\b", asm)
 
 
+def _check_gemm(kernel, m: int, n: int, k: int, dtype: str, rng: np.random.Generator) -> None:  # noqa: ANN001
+    """``kernel(X, W)`` on fresh inputs is numpy's ``X @ W.T``: bit-exact for int8 (u8 × s8 →
+    s32), to float32 rounding for bf16 (fp32 accumulation)."""
+    import ml_dtypes
+
+    if dtype == "int8":
+        x = rng.integers(0, 256, (m, k), dtype=np.uint8)
+        w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+        want = x.astype(np.int32) @ w.astype(np.int32).T
+        np.testing.assert_array_equal(kernel(x, w), want)
+    else:
+        x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
+        w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
+        want = x.astype(np.float32) @ w.astype(np.float32).T
+        np.testing.assert_allclose(kernel(x, w), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "bfloat16"])
 def test_emulated_kernels_match_numpy(dtype: str, tmp_path: Path) -> None:
     """With ``-emulate`` the AMX schedule (padding of an odd shape, packing, tiles in the
     VNNI-4 / VNNI-2 layout, shape knob) runs on this CPU and computes numpy's product on fresh
     inputs: bit-exact for int8, to float32 rounding for bf16 (fp32 accumulation)."""
-    import ml_dtypes
-
     import heronlike
 
     rng = np.random.default_rng(3)
@@ -109,16 +124,7 @@ def test_emulated_kernels_match_numpy(dtype: str, tmp_path: Path) -> None:
         records=tmp_path / "records.sqlite",
     )
     assert result.correct and result.valid == 3, result.errors
-    if dtype == "int8":
-        x = rng.integers(0, 256, (m, k), dtype=np.uint8)
-        w = rng.integers(-128, 128, (n, k), dtype=np.int8)
-        want = x.astype(np.int32) @ w.astype(np.int32).T
-        np.testing.assert_array_equal(result.kernel(x, w), want)
-    else:
-        x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
-        w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
-        want = x.astype(np.float32) @ w.astype(np.float32).T
-        np.testing.assert_allclose(result.kernel(x, w), want, rtol=1e-5, atol=1e-5)
+    _check_gemm(result.kernel, m, n, k, dtype, rng)
 
 
 @pytest.mark.skipif(not amx.host_has_amx(), reason="needs a CPU with AMX tiles")
@@ -128,8 +134,6 @@ def test_tuned_on_the_tiles_matches_numpy(dtype: str, tmp_path: Path) -> None:
     measured without a fault (the tile permission, the hoisted configuration) and compute
     numpy's product, bit-exact for int8; the kernel configures the tiles once per parallel
     task, not per micro-kernel."""
-    import ml_dtypes
-
     import heronlike
 
     rng = np.random.default_rng(5)
@@ -143,16 +147,7 @@ def test_tuned_on_the_tiles_matches_numpy(dtype: str, tmp_path: Path) -> None:
     assert "heronlike_amx_" in result.trace and "_reference" not in result.trace
     program = result.space.program(result.assignment).script()
     assert program.count("ldtilecfg") == 1 and 'T.sblock("thread_setup")' in program
-    if dtype == "int8":
-        x = rng.integers(0, 256, (m, k), dtype=np.uint8)
-        w = rng.integers(-128, 128, (n, k), dtype=np.int8)
-        want = x.astype(np.int32) @ w.astype(np.int32).T
-        np.testing.assert_array_equal(result.kernel(x, w), want)
-    else:
-        x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
-        w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
-        want = x.astype(np.float32) @ w.astype(np.float32).T
-        np.testing.assert_allclose(result.kernel(x, w), want, rtol=1e-5, atol=1e-5)
+    _check_gemm(result.kernel, m, n, k, dtype, rng)
 
 
 def test_emulated_convolution_matches_numpy(tmp_path: Path) -> None:
