@@ -418,14 +418,16 @@ def request_amx_permission() -> None:
 
 
 def check_bf16_operand(dag: Any, match: IntrinsicMatch) -> None:
-    """Refuse a bf16 tile stage whose A operand would live in a buffer the kernel allocates.
+    """Refuse a bf16 tile stage whose A or B operand would live in a buffer the kernel
+    allocates.
 
     TVM 0.27 stores every bf16 buffer a kernel allocates as float32 (its
     ``BF16ComputeLegalize`` pass runs for every CPU target), while a tile load reads 16-bit
     elements: an A operand padded in the kernel (``m`` not a multiple of 16, ``k`` of 32) or
     materialised by a stage (a convolution's im2col matrix, SCAN's generated matrix) would
-    compute garbage on the tiles. Measured on a Xeon with AMX: every such candidate fails the
-    output check. int8 and the weights (pre-packed outside the kernel) are not affected.
+    compute garbage on the tiles; so would SCAN's generated B matrix. Measured on a Xeon with
+    AMX: every such candidate fails the output check. int8, and weights pre-packed outside the
+    kernel, are not affected.
 
     Raises:
         UnsupportedShapeError: such a stage, naming why and what runs instead.
@@ -433,8 +435,9 @@ def check_bf16_operand(dag: Any, match: IntrinsicMatch) -> None:
     if match.intrinsic.a_dtype != "bfloat16":
         return
     why = []
-    if any(st.write.buffer == match.a.buffer for st in dag.stages):
-        why.append(f"its A operand {match.a.buffer} is computed by the kernel")
+    for role, operand in (("A", match.a), ("B", match.b)):
+        if any(st.write.buffer == operand.buffer for st in dag.stages):
+            why.append(f"its {role} operand {operand.buffer} is computed by the kernel")
     for role, axis, size in (("m", match.m_axis, TILE_ROWS), ("k", match.k_axis, BF16.k)):
         extent = match.stage.axis(axis).extent if axis else size
         if extent % size:

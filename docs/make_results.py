@@ -792,6 +792,46 @@ def fair_geomeans(cols: tuple[str, ...]):
     )
 
 
+#: benchmarks/amx.py compare: AMX tiles against VNNI and PyTorch (oneDNN), one harness
+AMX_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape", "{shape_run}"),
+    Col("amx ms", "{amx_ms:.4g}"),
+    Col("dlboost (VNNI) ms", "{dlboost_ms:.4g}"),
+    Col("PyTorch ms", "{pytorch_ms:.4g}"),
+    Col("amx vs PyTorch", "{amx_vs_pytorch:.2f}"),
+    Col("amx vs dlboost", "{amx_vs_dlboost:.2f}"),
+    Col("% of AMX peak: amx / PyTorch", "{amx_pct_amx_peak:.0f} / {pytorch_pct_amx_peak:.0f}"),
+    Col("dlboost % of VNNI peak", "{dlboost_pct_vnni_peak:.0f}"),
+    Col("PyTorch's fastest path", lambda r: _torch_path(r.get("pytorch_impl") or "")),
+    Col("amx % of memory floor", "{amx_pct_floor:.0f}"),
+    Col("bit-exact amx / dlboost", "{amx_exact} / {dlboost_exact}"),
+)
+
+
+def _refusal(failures: str | None) -> str:
+    """``"UnsupportedShapeError: amx bf16: …; why. TVM …"`` -> the error's reason, short."""
+    reason = (failures or "").partition(": ")[2].partition(". ")[0]
+    return reason.removeprefix("amx bf16: ").replace("stage Y: ", "")
+
+
+def _torch_path(impl: str) -> str:
+    """``torch.ao.nn.quantized.Linear (onednn engine, …) [also: …]`` -> ``Linear (onednn)``;
+    empty for a summary row."""
+    if not impl:
+        return ""
+    name, _, rest = impl.partition(" (")
+    engine = rest.split(" engine")[0] if " engine" in rest.split(")")[0] else rest.split(",")[0]
+    return f"{name.rsplit('.', 1)[-1]} ({engine})"
+
+
+AMX_GEOMEANS = geomean("case", "geomean", ("amx_vs_pytorch", "amx_vs_dlboost"))
+AMX_CMD = "python benchmarks/amx.py compare --cases G1,B1,C2D1,C1D3 --trials 200"
+AMX_MACHINE = (
+    "{cpu_model} ({cpu_signature}; AMX, AVX512-VNNI), {threads} threads, {trials} trials per "
+    "target, measured peaks: AMX {amx_peak:.0f}, VNNI {vnni_peak:.0f} G op/s",
+)
+
 #: the equal-trials speedups' (FAIR_GEOMEANS adds the rows where both use the mode's intrinsic)
 FAIR_HEADLINE_GEOMEANS = fair_geomeans(("speedup_vs_ms", "speedup_vs_pytorch"))
 FAIR_GEOMEANS = both(
@@ -908,13 +948,6 @@ TABLES: dict[str, Table] = {
             rows=pivot("engine", ("model",)),
         ),
         Table(
-            "headline-llvm-float32",
-            ("llvm_float32-amd-epyc-2026-11-23.csv",),
-            LLVM_COLUMNS,
-            LLVM_CMD,
-            machine=LLVM_MACHINE,
-        ),
-        Table(
             "headline-dlboost",
             (FAIR_VNNI_CSV,),
             HEADLINE_FAIR_COLUMNS,
@@ -926,9 +959,17 @@ TABLES: dict[str, Table] = {
             ("tensorcore_h200.csv",),
             TC_COLUMNS[:5],
             TC_CMD,
-            where=lambda r: r["op"] in ("gemm", "bmm"),
+            where=lambda r: r["op"] == "gemm",
             summary=geomean("case", "geomean, GEMMs", ("ratio",), lambda r: r["op"] == "gemm"),
             machine=TC_MACHINE,
+        ),
+        Table(
+            "headline-amx",
+            ("amx_compare-*.csv",),
+            AMX_COLUMNS[:1] + AMX_COLUMNS[2:8],
+            AMX_CMD,
+            summary=AMX_GEOMEANS,
+            machine=AMX_MACHINE,
         ),
         Table(
             "headline-vta",
@@ -1135,10 +1176,19 @@ TABLES: dict[str, Table] = {
                 Col("valid (CSP, built, tile assembly)", "{valid} of {samples}"),
                 Col("%", "{valid_pct:.1f}"),
                 Col("micro-kernel shapes sampled (m×n: count)", "{shapes}"),
+                Col("refused", lambda r: "" if r["samples"] else _refusal(r.get("failures"))),
             ),
             "python benchmarks/amx.py count --cases G1,G3,B1,C1D1,C2D1,C2D2,C3D1,D1,S1 "
             "--samples 64 --dtypes int8,bfloat16",
             machine=("{cpu_model} ({cpu_signature}), -mcpu=sapphirerapids, TVM {tvm_version}",),
+        ),
+        Table(
+            "amx-compare",
+            ("amx_compare-*.csv",),
+            AMX_COLUMNS,
+            AMX_CMD,
+            summary=AMX_GEOMEANS,
+            machine=AMX_MACHINE,
         ),
         # ---- VTA
         Table(

@@ -169,10 +169,11 @@ def test_emulated_convolution_matches_numpy(tmp_path: Path) -> None:
         (ops.gemm(72, 64, 256, dtype="bfloat16"), "m = 72"),
         (
             ops.c2d(N=1, H=8, W=8, CI=32, CO=32, KH=3, KW=3, stride=1, pad=1, dtype="bfloat16"),
-            "computed by the kernel",
+            "A operand Xp_reindex is computed by the kernel",
         ),
+        (ops.scan(16, 64, 128, dtype="bfloat16"), "B operand .* is computed by the kernel"),
     ],
-    ids=["k padded", "m padded", "im2col"],
+    ids=["k padded", "m padded", "im2col", "scan"],
 )
 def test_bf16_operands_the_kernel_would_allocate_are_refused(compute, why: str) -> None:  # noqa: ANN001
     """TVM stores bf16 buffers a kernel allocates as float32, which tile loads cannot read (on
