@@ -90,6 +90,7 @@ progress, which starts over from scratch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import os
@@ -590,10 +591,8 @@ def _tvm_kernels_worker(
         except Exception as err:  # noqa: BLE001 - the kernels are still timed
             built, extra["torch_failed"] = {}, [f"PyTorch: {_short(err)}"]
         for name, fn in built.items():  # a path that fails its first call is left out
-            import torch
-
             try:
-                with torch.no_grad():
+                with _no_grad():
                     fn()
                 paths[name] = fn
             except Exception as err:  # noqa: BLE001
@@ -603,22 +602,24 @@ def _tvm_kernels_worker(
     fns = list(calls.values()) + list(paths.values())
     before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
     try:
-        if paths:
-            import torch
-
-            with torch.no_grad():
-                timed = interleaved_samples(fns, samples)
-        else:
+        with _no_grad() if paths else contextlib.nullcontext():
             timed = interleaved_samples(fns, samples)
     except Exception as err:  # noqa: BLE001 - reported for every kernel of the round
         return [(None, False, f"harness: {_short(err)}") if k in calls else r
                 for k, r in enumerate(out)], extra  # fmt: skip
     own, wall = time.process_time() - own, time.perf_counter() - wall
-    for k, seconds in zip(calls, timed, strict=False):
+    for k, seconds in zip(calls, timed[: len(calls)], strict=True):
         out[k] = (seconds, True, "")
     if paths:
         extra["torch"] = dict(zip(paths, timed[len(calls) :], strict=True))
     return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall, **extra}
+
+
+def _no_grad() -> Any:
+    """PyTorch's ``no_grad`` context (imported only when PyTorch paths are timed)."""
+    import torch
+
+    return torch.no_grad()
 
 
 def descendants() -> list[str]:

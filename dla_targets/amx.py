@@ -45,7 +45,7 @@ Measured on an Emerald Rapids Xeon (``benchmarks/amx.py compare``, docs/results.
 faster than oneDNN on the same tiles and than the VNNI target on GEMM, BMM and convolutions.
 Not yet: direct convolutions (the tiles reading the padded input without an im2col matrix), a
 register level above the micro-kernel (two micro-kernels sharing loaded A or B tiles), and
-bf16 A operands the kernel allocates (:func:`check_bf16_operand`).
+bf16 operands the kernel allocates (:func:`check_bf16_operand`).
 """
 
 from __future__ import annotations
@@ -423,9 +423,9 @@ def check_bf16_operand(dag: Any, match: IntrinsicMatch) -> None:
 
     TVM 0.27 stores every bf16 buffer a kernel allocates as float32 (its
     ``BF16ComputeLegalize`` pass runs for every CPU target), while a tile load reads 16-bit
-    elements: an A operand padded in the kernel (``m`` not a multiple of 16, ``k`` of 32) or
-    materialised by a stage (a convolution's im2col matrix, SCAN's generated matrix) would
-    compute garbage on the tiles; so would SCAN's generated B matrix. Measured on a Xeon with
+    elements: an A operand padded in the kernel (``m`` not a multiple of 16, ``k`` of 32), or
+    an operand materialised by a stage (a convolution's im2col matrix as A, SCAN's generated
+    matrix as B), would compute garbage on the tiles. Measured on a Xeon with
     AMX: every such candidate fails the output check. int8, and weights pre-packed outside the
     kernel, are not affected.
 
