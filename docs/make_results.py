@@ -419,7 +419,8 @@ FUSED_PLACEMENT_COLUMNS = (
 )
 
 
-#: the finalist counts measure_rounds.py simulates (``top<k>_vs_best``)
+#: the finalist counts measure_rounds.py simulates (its ``top<k>_vs_best`` columns, checked
+#: against the CSV's header by :func:`rounds_by_case`, so the two cannot drift apart silently)
 TOP_K = (1, 2, 4, 8)
 
 
@@ -428,6 +429,10 @@ def rounds_by_case(raw: list[Row]) -> list[Row]:
     then one per runner over every tune (trials timed slow, the median and largest trial error,
     how often the tune returned its truly fastest trial, and the simulated finishes of the
     rows that have them)."""
+
+    in_csv = {int(m[1]) for r in raw for c in r if (m := re.fullmatch(r"top(\d+)_vs_best", c))}
+    if in_csv and in_csv != set(TOP_K):
+        raise ValueError(f"the CSV's top-k columns are {sorted(in_csv)}, the table's {TOP_K}")
 
     def agg(rs: list[Row]) -> Row:
         top = {k: [r[f"top{k}_vs_best"] for r in rs if r.get(f"top{k}_vs_best")] for k in TOP_K}

@@ -283,10 +283,8 @@ def _print_result(r) -> None:  # noqa: ANN001
                 + " (tuning -> re-measured)",
             )
     t = r.time_s
-    table.add_row(
-        "time",
-        ", ".join(f"{k} {t.get(k, 0):.1f}s" for k in ("explore", "solve", "build", "run", "total")),
-    )
+    phases = ("setup", "explore", "solve", "build", "run", "total")
+    table.add_row("time", ", ".join(f"{k} {t.get(k, 0):.1f}s" for k in phases))
     console.print(table)
 
 

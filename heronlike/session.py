@@ -197,9 +197,10 @@ class TuneResult:
         valid, invalid: how many of ``trials_run`` built, ran and were correct, and how many not.
         errors: failed trials of this call by error kind.
         records: path of the SQLite records database.
-        time_s: seconds by phase for this call: explore, solve, build, run, total; in
+        time_s: seconds by phase for this call: setup, explore, solve, build, run, total,
+            and ``elapsed``, the wall time the budget was checked against (set-up included); in
             simulation mode build and run are the replayed trials' recorded seconds and
-            ``elapsed`` is the simulated wall time the budget was checked against.
+            ``elapsed`` is the simulated time after the set-up.
         space: the schedule space (template and CSP).
         curve: after each measured batch of this call, ``(trials done, elapsed seconds, best
             throughput so far in op/s or None)``; elapsed is simulated in simulation mode.
@@ -444,14 +445,18 @@ class TuningSession:
         self.times = Counter[str]()
         self.curve: list[tuple[int, float, float | None]] = []
         self._t_loop = time.perf_counter()
+        self.times["setup"] = self._t_loop - self.t_start
         self._carry_explore_s = 0.0
         self._exhausted = False
 
     # -- state ----------------------------------------------------------------------------------
 
     def elapsed(self) -> float:
-        """Seconds since set-up ended, plus the simulated seconds of replayed trials."""
-        return time.perf_counter() - self._t_loop + self.measurer.simulated_s
+        """Wall-clock seconds since the session was created, its set-up (the space, the records'
+        replay, the runner's start) included; in simulation mode, seconds since the set-up ended
+        plus the recorded seconds of the replayed trials."""
+        start = self._t_loop if self.simulated else self.t_start
+        return time.perf_counter() - start + self.measurer.simulated_s
 
     @property
     def finished(self) -> bool:
@@ -461,7 +466,12 @@ class TuningSession:
             self._sync()
         if self._exhausted or self.done >= self.max_trials:
             return True
-        return self.time_budget_s is not None and self.elapsed() >= self.time_budget_s
+        # the first round always runs, so a budget the set-up spent still measures a batch
+        return (
+            self.time_budget_s is not None
+            and bool(self.curve)
+            and self.elapsed() >= self.time_budget_s
+        )
 
     def progress(self) -> TuneProgress:
         """Where the session stands (for a progress callback)."""

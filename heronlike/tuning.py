@@ -76,9 +76,11 @@ def tune(
         trials: total trial budget for this compute and target in ``records``: trials already
             there (from an interrupted or earlier tune) count, so re-running resumes. ``None``:
             no trial limit (then ``time_budget_s`` is required).
-        time_budget_s: wall-clock budget of this call in seconds, enforced by this loop for
-            every explorer: no new batch starts once it is spent (the last batch may end past
-            it by one batch's time). In simulation mode the clock is the real time spent plus
+        time_budget_s: wall-clock budget of this call in seconds, its set-up (building the
+            space, replaying the records) included, enforced by this loop for every explorer:
+            no new batch starts once it is spent (the last batch may end past it by one batch's
+            time, and the finalists' re-measure follows), but the first batch always runs. In
+            simulation mode the clock starts after the set-up and is the real time spent plus
             the recorded build and run seconds of the replayed trials.
         explorer: name (``"random"``), class or instance (see :mod:`heronlike.explore`).
         seed: the one seed of every random choice (CP-SAT, explorer, cost model, inputs). The

@@ -121,6 +121,22 @@ def test_time_budget_on_real_hardware(tmp_path) -> None:
     assert all(t < 1.0 for _, t, _ in result.curve[:-1])
 
 
+@needs_vnni
+def test_time_budget_counts_the_set_up_and_the_first_batch_always_runs(tmp_path) -> None:
+    result = heronlike.tune(
+        ops.gemm(*SHAPE),
+        "dlboost",
+        trials=None,
+        time_budget_s=1e-3,  # spent by the set-up
+        batch_size=2,
+        records=tmp_path / "r.sqlite",
+    )
+    assert result.trials_run == 2 and len(result.curve) == 1 and result.correct
+    t = result.time_s
+    assert t["setup"] > 1e-3
+    assert result.curve[0][1] >= t["setup"] + t["run"]
+
+
 def test_budget_arguments_are_checked(recorded, tmp_path) -> None:
     with pytest.raises(ValueError, match="budget"):
         heronlike.tune(ops.gemm(*SHAPE), "dlboost", trials=None, records=tmp_path / "a")
