@@ -98,7 +98,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -320,6 +320,27 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
         "VNNI figures are unmeasured"
     )
     return Mode(name, target, note, intrin.name, "vpmaddwd", (intrin.n, intrin.k))
+
+
+#: oneDNN's name (``ONEDNN_MAX_CPU_ISA``) for its AVX512-VNNI kernels, the most it may use in
+#: the DL Boost table on a CPU with AMX
+VNNI_ONEDNN_ISA = "AVX512_CORE_VNNI"
+
+
+def cap_pytorch_isa(mode: Mode) -> Mode:
+    """On a CPU with AMX, cap PyTorch's oneDNN at AVX512-VNNI for the VNNI table and say so in
+    the mode's note: every column then runs on the instructions heronlike's ``dlboost`` and
+    MetaSchedule use (PyTorch with its AMX kernels is the ``amx`` target's peer, in
+    ``benchmarks/amx.py compare``). oneDNN reads ``ONEDNN_MAX_CPU_ISA`` at its first use; every
+    timing process inherits this process's environment. A cap the user set is kept and named.
+    Without AMX, or in general mode, nothing changes."""
+    from heronlike.host import cpu_flags
+
+    if mode.name != "vnni" or "amx_int8" not in cpu_flags():
+        return mode
+    isa = os.environ.setdefault("ONEDNN_MAX_CPU_ISA", VNNI_ONEDNN_ISA)
+    note = f"{mode.note}; this CPU has AMX: PyTorch's oneDNN capped at {isa} (ONEDNN_MAX_CPU_ISA)"
+    return replace(mode, note=note)
 
 
 #: operator -> (the parameter that is the VNNI tile's n, the one that is its k)
@@ -1781,7 +1802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = str(REPO_ROOT) + (
         os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""
     )  # the harness's worker processes import benchmarks.suite
-    mode = resolve_mode(args.mode, args.target)
+    mode = cap_pytorch_isa(resolve_mode(args.mode, args.target))
     tgt = heronlike.get_target(mode.target)
     tgt.check_host()
     out = Path(args.out)

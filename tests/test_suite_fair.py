@@ -64,6 +64,43 @@ def test_mode_follows_the_cpu() -> None:
     assert suite.resolve_mode(target="dlboost").name == "vnni"
 
 
+#: a quantized Linear under PyTorch's onednn engine: oneDNN's verbose log names the kernel it ran
+_ONEDNN_LINEAR = """
+import torch
+from torch.ao.nn.quantized import Linear
+torch.backends.quantized.engine = "onednn"
+lin = Linear(256, 256)
+lin.set_weight_bias(torch.quantize_per_tensor(torch.randn(256, 256), 0.1, 0, torch.qint8), None)
+lin(torch.quantize_per_tensor(torch.rand(64, 256), 0.1, 0, torch.quint8))
+"""
+
+
+def test_pytorch_is_capped_at_vnni_in_the_vnni_table_on_an_amx_cpu(monkeypatch) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
+    monkeypatch.setattr(os, "environ", environ)
+    general = suite.Mode("general", "llvm", "general")
+    assert suite.cap_pytorch_isa(general) == general and "ONEDNN_MAX_CPU_ISA" not in environ
+    vnni = suite.Mode("vnni", "dlboost", "VNNI")
+    capped = suite.cap_pytorch_isa(vnni)
+    if "amx_int8" not in cpu_flags():
+        assert capped == vnni and "ONEDNN_MAX_CPU_ISA" not in environ
+        return
+    assert environ["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE_VNNI" and "AVX512_CORE_VNNI" in capped.note
+    run = subprocess.run(
+        [sys.executable, "-c", _ONEDNN_LINEAR],
+        env={**environ, "ONEDNN_VERBOSE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    kernels = [
+        ln for ln in run.stdout.splitlines() if ln.startswith("onednn_verbose") and "exec" in ln
+    ]
+    assert kernels and not any("amx" in ln for ln in kernels), run.stdout[-2000:]
+    assert any("avx512_core_vnni" in ln for ln in kernels)
+
+
 def test_curve_figures() -> None:
     curve = [(8, 10.0, None), (16, 20.0, 2e-3), (24, 30.0, 1.04e-3), (32, 40.0, 1e-3)]
     m = suite.curve_metrics(curve)
