@@ -171,11 +171,14 @@ def register_guarded_vnni(name: str = "dot_16x4_vnni") -> str:
 
 
 def _init_worker(guard: bool) -> None:
-    """Worker initializer: import MetaSchedule and TVM's tensor intrinsics once (about 16 s,
-    not charged to any tune), then replace ``"dot_16x4_vnni"`` by heronlike's working one
-    (with the compact-tile guard of :func:`register_guarded_vnni` when ``guard``)."""
+    """Worker initializer: import MetaSchedule and TVM's tensor intrinsics once (not charged
+    to any tune), then replace ``"dot_16x4_vnni"`` by heronlike's working one (with the
+    compact-tile guard of :func:`register_guarded_vnni` when ``guard``)."""
     import tvm.s_tir.meta_schedule  # noqa: F401
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    from heronlike.intrinsic import import_tvmscript_module
+
+    import_tvmscript_module("tvm.s_tir.tensor_intrin")  # all of TVM's tensor intrinsics
 
     if guard:
         register_guarded_vnni("dot_16x4_vnni")

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from heronlike.errors import HostFeatureError, UnknownTargetError
-from heronlike.intrinsic import Intrinsic
+from heronlike.intrinsic import Intrinsic, import_tvmscript_module
 from heronlike.rules.base import ConstraintRule, Rule
 from heronlike.rules.gpu import ApplyTensorCore, TensorCoreTiling, implicit_gemm, pad_gemm_n
 from heronlike.rules.inline import AlwaysInline
@@ -74,9 +74,10 @@ def _intrinsic_name(m: int, n: int, k: int, tag: str, role: str) -> str:
 @functools.cache
 def register_wmma(m: int, n: int, k: int, a_dtype: str, c_dtype: str, tag: str) -> None:
     """Register the five members of one WMMA group with TVM under heronlike's names
-    (idempotent). Imports ``tvm.s_tir.tensor_intrin.cuda`` (about 20 s, once per process)."""
+    (idempotent). Imports ``tvm.s_tir.tensor_intrin.cuda`` (about 6 s, once per process)."""
     from tvm.s_tir import TensorIntrin
-    from tvm.s_tir.tensor_intrin import cuda as gen
+
+    gen = import_tvmscript_module("tvm.s_tir.tensor_intrin.cuda")
 
     members = {
         "load_a": gen.get_wmma_load_intrin(m, n, k, a_dtype, STAGING_SCOPE, False, False),
@@ -134,7 +135,7 @@ def _ldmatrix_16x16(row: Any, col: Any) -> tuple[Any, Any]:
 def register_mma() -> None:
     """Import TVM's registered ``ldmatrix`` / ``mma.sync`` groups (``mma_ldmatrix_*``,
     ``mma_f16f16*``, ``mma_fill_16x16_*``, ``mma_store_16x16_*_global_``)."""
-    from tvm.s_tir.tensor_intrin import cuda  # noqa: F401 - registers them on import
+    import_tvmscript_module("tvm.s_tir.tensor_intrin.cuda")  # registers them on import
 
 
 def mma_intrinsic(a: str, b: str, c: str, tag: str) -> Intrinsic:

@@ -344,3 +344,32 @@ def test_convolution_bundle_round_trip(tmp_path: Path, run_standin) -> None:  # 
     assert shapes["Y"] == ([128, 32], [2, 8, 8, 32])
     results = run_standin(rnd.bundle)
     assert all(r["error_kind"] == "standin" for r in results["candidates"].values())
+
+
+def test_tvm_tensor_intrinsics_import_registers_them_and_restores_inspect() -> None:
+    """``import_tvmscript_module`` (TVM's intrinsic generators, imported with a memo of
+    ``inspect.getmodule`` for non-file frames), in a fresh process: the generators and TVM's
+    registered groups are there, and ``inspect.getmodule`` is the standard one again."""
+    import subprocess
+    import sys
+
+    code = (
+        "import inspect\n"
+        "from heronlike.intrinsic import import_tvmscript_module\n"
+        "from tvm.s_tir import TensorIntrin\n"
+        "gen = import_tvmscript_module('tvm.s_tir.tensor_intrin.cuda')\n"
+        "assert callable(gen.get_wmma_sync_intrin)\n"
+        "assert TensorIntrin.get('mma_fill_16x16_f16') is not None\n"
+        "assert TensorIntrin.get('dot_16x4_vnni') is not None\n"
+        "assert inspect.getmodule.__qualname__ == 'getmodule'\n"
+        "assert inspect.getmodule is inspect.__dict__['getmodule']\n"
+        "assert inspect.getmodule.__code__.co_filename == inspect.__file__\n"
+        "try:\n"
+        "    import_tvmscript_module('tvm.s_tir.tensor_intrin.no_such')\n"
+        "except ModuleNotFoundError:\n"
+        "    print('ok')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
