@@ -100,7 +100,10 @@ def fp32_gemm(thread_tile: int = 1) -> s_tir.Schedule:
 def wmma_gemm() -> s_tir.Schedule:
     """fp16 x fp16 -> fp32 on TensorCores (WMMA 16x16x16): grid (N/BN, N/BM), block (32, 2, 2)
     (threadIdx.x = lane, y/z = warps), A and B tiles in ``shared.dyn``."""
-    from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group  # ~16 s, once per module
+    from heronlike.intrinsic import import_tvmscript_module
+
+    cuda = import_tvmscript_module("tvm.s_tir.tensor_intrin.cuda")  # once per process
+    get_wmma_intrin_group = cuda.get_wmma_intrin_group
 
     intrin = get_wmma_intrin_group("shared.dyn", "global", "float16", "float32", False)
     sch = s_tir.Schedule(te.create_prim_func(list(_gemm("float16", "float32"))))

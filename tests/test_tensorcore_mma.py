@@ -48,7 +48,10 @@ def _ldmatrix_addresses(src: str) -> list[str]:
 
 
 def test_the_register_layout_is_tvms_and_a_bijection() -> None:
-    from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout as tvm_layout
+    from heronlike.intrinsic import import_tvmscript_module
+
+    cuda = import_tvmscript_module("tvm.s_tir.tensor_intrin.cuda")
+    tvm_layout = cuda.shared_16x16_to_ldmatrix_32x8_layout
 
     places = {_ldmatrix_16x16(i, j) for i in range(16) for j in range(16)}
     assert places == {(t, e) for t in range(32) for e in range(8)}
