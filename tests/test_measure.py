@@ -32,7 +32,7 @@ from heronlike.measure import (  # noqa: E402
     compare,
     run_in_subprocess,
 )
-from heronlike.measure.runner import ALLOCATOR_ENV, measure_env, thread_env  # noqa: E402
+from heronlike.measure.runner import ALLOCATOR_ENV, ManagedWorker, measure_env, thread_env  # noqa: E402
 
 # Functions below are sent to worker processes; ship them by value (the test module itself is
 # not importable in a child under --import-mode=importlib).
@@ -324,6 +324,27 @@ def _thread_report() -> tuple[str | None, str | None, int, str]:
         int(tvm_child.runtime.num_threads()),
         os.readlink("/proc/self/fd/0"),
     )
+
+
+def _torch_import_report() -> tuple[str, bool]:
+    """What ``import torch`` does in this process, and whether TVM is imported."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        return type(exc).__name__, "tvm" in sys.modules
+    return "imported", "tvm" in sys.modules
+
+
+def test_workers_block_torch_except_the_baselines_process() -> None:
+    # The builder's and runner's workers never import PyTorch (tvm_ffi would load it for 2 s
+    # at every worker start); run_in_subprocess times PyTorch baselines, so it may.
+    pytest.importorskip("torch")
+    worker = ManagedWorker()
+    try:
+        assert worker.call(_torch_import_report, timeout_s=60) == ("ModuleNotFoundError", True)
+    finally:
+        worker.kill()
+    assert run_in_subprocess(_torch_import_report, timeout_s=60) == ("imported", True)
 
 
 def _mmapped_blocks_for(nbytes: int) -> int:

@@ -53,6 +53,24 @@ __all__ = [
 #: the worker cannot answer at all (e.g. a C loop that holds the GIL).
 WATCHDOG_GRACE_S = 2.0
 
+#: Modules a worker process cannot import unless it asks for them (``ManagedWorker(blocked=())``).
+#: ``tvm_ffi`` imports PyTorch whenever it is installed, only to probe it; no build or kernel run
+#: needs it. On an Intel Xeon (Emerald Rapids, 2026-11-29) a worker's ``import tvm`` took 3.5 s
+#: with PyTorch 2.13 installed and 1.4 s with it blocked, paid at every tune's start by each
+#: builder worker and the runner. A blocked import raises :class:`ModuleNotFoundError`, which
+#: ``tvm_ffi`` catches like a missing package.
+WORKER_BLOCKED_MODULES: tuple[str, ...] = ("torch",)
+
+#: The child's program: block ``sys.argv[3:]`` (``None`` in ``sys.modules`` makes their import
+#: fail), then serve calls like ``python -m tvm.exec.popen_worker <read_fd> <write_fd>``.
+_WORKER_MAIN = (
+    "import sys\n"
+    "sys.modules.update(dict.fromkeys(sys.argv[3:]))\n"
+    "del sys.argv[3:]\n"
+    "from tvm.exec.popen_worker import main\n"
+    "main()\n"
+)
+
 _THREAD_VARS = ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 #: glibc's allocator policy for every measuring process: blocks up to 32 MiB come from the heap
@@ -147,6 +165,9 @@ class ManagedWorker(PopenWorker):
       :data:`WATCHDOG_GRACE_S` the child is killed and :class:`TimeoutError` raised, even when the
       child is stuck without releasing the GIL;
     * a child that died between calls is restarted before the next call instead of failing it;
+    * the child cannot import the modules in ``blocked`` (default :data:`WORKER_BLOCKED_MODULES`:
+      PyTorch, which ``import tvm`` would otherwise load for 2 s); a worker that times PyTorch
+      passes ``blocked=()``;
     * every live worker is killed at interpreter exit.
 
     The child process is started lazily on the first :meth:`call` and restarted lazily after a
@@ -160,9 +181,11 @@ class ManagedWorker(PopenWorker):
         *,
         env: Mapping[str, str] | None = None,
         grace_s: float = WATCHDOG_GRACE_S,
+        blocked: Sequence[str] = WORKER_BLOCKED_MODULES,
     ) -> None:
         super().__init__(initializer, initargs)
         self._env = dict(env) if env else {}
+        self._blocked = tuple(str(name) for name in blocked)
         self._grace_s = float(grace_s)
         with _LIVE_LOCK:
             _LIVE_WORKERS.add(self)
@@ -181,7 +204,8 @@ class ManagedWorker(PopenWorker):
             return
         main_read, worker_write = os.pipe()
         worker_read, main_write = os.pipe()
-        cmd = [sys.executable, "-m", "tvm.exec.popen_worker", str(worker_read), str(worker_write)]
+        cmd = [sys.executable, "-c", _WORKER_MAIN, str(worker_read), str(worker_write)]
+        cmd += self._blocked
         env = dict(os.environ)
         env.update(self._env)
         try:
@@ -249,6 +273,9 @@ def run_in_subprocess(
 ) -> Any:
     """Run ``fn(*args)`` in a fresh worker process with the measuring thread environment.
 
+    Unlike the builder's and runner's workers, this one may import PyTorch (it times the
+    PyTorch baselines), so it starts about 2 s slower when PyTorch is installed.
+
     The child gets the same environment as :class:`LocalRunner`'s worker
     (:func:`measure_env` of ``num_threads``; ``None`` = ``os.cpu_count()``), so a baseline (numpy,
     torch) timed there is comparable to the candidates. The child is killed afterwards.
@@ -268,7 +295,7 @@ def run_in_subprocess(
         Exception: what ``fn`` raised (same type; the message holds the child's traceback).
     """
     env = measure_env(num_threads)
-    worker = ManagedWorker(_set_environ, (env,), env=env)
+    worker = ManagedWorker(_set_environ, (env,), env=env, blocked=())
     try:
         return worker.call(fn, tuple(args), timeout_s=timeout_s)
     finally:
@@ -575,8 +602,9 @@ class LocalRunner:
             each (above); False (the default) times each candidate's ``repeat`` measurements
             back to back and reports it at once.
 
-    The worker starts on the first :meth:`run` (about 1 s: it imports TVM, not charged to any
-    candidate's ``run_s``) and is reused.
+    The worker starts on the first :meth:`run` (about 1.5 s: it imports TVM, not charged to any
+    candidate's ``run_s``; it cannot import PyTorch, :data:`WORKER_BLOCKED_MODULES`) and is
+    reused.
     Use as a context manager or call :meth:`close`; workers are also killed at interpreter exit.
     """
 
