@@ -395,9 +395,8 @@ def cmd_count(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     from heronlike.intrinsic import import_tvmscript_module
 
-    import_tvmscript_module(
-        "tvm.s_tir.tensor_intrin.cuda"
-    )  # once per process, not in a case's time
+    # once per process, not in a case's time
+    import_tvmscript_module("tvm.s_tir.tensor_intrin.cuda")
 
     print(f"# TVM's CUDA intrinsic generators imported in {time.perf_counter() - t0:.1f} s")
     out = Path(args.out)

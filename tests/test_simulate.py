@@ -108,21 +108,10 @@ def test_time_budget_is_enforced_by_the_loop_in_simulated_seconds(recorded) -> N
 
 
 @needs_vnni
-def test_time_budget_on_real_hardware(tmp_path) -> None:
-    result = heronlike.tune(
-        ops.gemm(*SHAPE),
-        "dlboost",
-        trials=None,
-        time_budget_s=1.0,
-        batch_size=2,
-        records=tmp_path / "r.sqlite",
-    )
-    assert result.trials_run >= 2 and result.correct
-    assert all(t < 1.0 for _, t, _ in result.curve[:-1])
-
-
-@needs_vnni
-def test_time_budget_counts_the_set_up_and_the_first_batch_always_runs(tmp_path) -> None:
+def test_time_budget_on_real_hardware_counts_the_set_up_and_the_first_batch_always_runs(
+    tmp_path,
+) -> None:
+    # the real clock: the set-up spends the whole budget, one batch runs and none after it
     result = heronlike.tune(
         ops.gemm(*SHAPE),
         "dlboost",
