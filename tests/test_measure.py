@@ -311,6 +311,42 @@ def test_runner_close_kills_worker() -> None:
         r.run([])
 
 
+def test_the_runner_starts_while_the_first_batch_builds(tmp: Path) -> None:
+    # the runner's worker imports TVM while the builder's workers start and build, instead of
+    # after them: the builder waits to see it started (it never would if it started at run)
+    from heronlike import ops
+    from heronlike.session import TuningSession
+
+    runner = LocalRunner(num_threads=1)
+    seen: list[int | None] = []
+
+    class WatchingBuilder(LocalBuilder):
+        def build(self, inputs):  # type: ignore[no-untyped-def]
+            deadline = time.monotonic() + 30
+            while runner._worker.pid is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen.append(runner._worker.pid)
+            return super().build(inputs)
+
+    session = TuningSession(
+        ops.gemm(16, 16, 16, dtype="int8"),
+        "llvm",
+        trials=2,
+        batch_size=2,
+        records=tmp / "r.sqlite",
+        runner=runner,
+        builder=WatchingBuilder(max_workers=1),
+    )
+    try:
+        while session.round():
+            pass
+        result = session.finish()
+    finally:
+        session.close()
+    assert seen and seen[0] is not None
+    assert result.trials_run == 2 and result.correct
+
+
 # ----------------------------------------------------------------------------------------------
 # run_in_subprocess
 

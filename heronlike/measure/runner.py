@@ -638,6 +638,20 @@ class LocalRunner:
             raise RuntimeError("LocalRunner is closed")
         return self._worker
 
+    def start(self) -> None:
+        """Start the worker process now, if it is not running, instead of at the first
+        :meth:`run`; the measurer calls it in a thread while the first batch builds, so the
+        worker's start-up (importing TVM) overlaps the builds. Never raises: a worker that
+        cannot start is started again by :meth:`run`, whose candidate reports the failure.
+        """
+        with self._lock:
+            if self._worker is None:
+                return
+            try:
+                self._worker.start()
+            except Exception:  # noqa: BLE001 - run() starts it again and reports
+                self._worker.kill()
+
     def run(
         self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None
     ) -> list[RunResult]:
