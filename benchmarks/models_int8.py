@@ -323,7 +323,9 @@ def measure_peak(threads: int) -> dict[str, tuple[str, float]]:
         "float32": ["fma_f32_avx512", "fma_f32_avx2"],
     }
     try:
-        rows = measure_peaks(threads=[threads], repeats=3)
+        rows = measure_peaks(
+            threads=[threads], repeats=3, kernels=[n for names in wanted.values() for n in names]
+        )
     except Exception as err:  # noqa: BLE001 - % of peak is then unknown
         print(f"peak not measured: {err}", flush=True)
         return {}

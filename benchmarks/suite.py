@@ -861,7 +861,7 @@ def measure_peak(mode: Mode, threads: int) -> tuple[str | None, float | None, st
     try:
         from benchmarks.peak import measure_peaks
 
-        rows = measure_peaks(threads=[threads], repeats=3)
+        rows = measure_peaks(threads=[threads], repeats=3, kernels=wanted)
     except Exception as err:  # noqa: BLE001 - % of peak is then unknown
         return None, None, f"peak not measured: {_short(err)}"
     by_kernel = {str(r["kernel"]): float(r["ops_per_s"]) for r in rows}
@@ -1120,6 +1120,7 @@ def time_memory_floor(read_bytes: int, write_bytes: int, threads: int) -> float 
     """The memory floor of a case (seconds) in a fresh harness process, ``None`` when it could
     not be measured (no gcc)."""
     from heronlike.measure import run_in_subprocess
+    from heronlike.measure.runner import WORKER_BLOCKED_MODULES
 
     try:
         return run_in_subprocess(
@@ -1130,6 +1131,7 @@ def time_memory_floor(read_bytes: int, write_bytes: int, threads: int) -> float 
             HARNESS_SAMPLES,
             timeout_s=600,
             num_threads=threads,
+            blocked=WORKER_BLOCKED_MODULES,  # no PyTorch here: it would add 2 s of start-up
         )
     except Exception as err:  # noqa: BLE001 - a figure left empty, not a lost case
         print(f"memory floor not measured: {_short(err)}", flush=True)

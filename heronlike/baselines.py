@@ -23,6 +23,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from .measure import run_in_subprocess
+from .measure.runner import WORKER_BLOCKED_MODULES
+
+#: The numpy baselines' processes cannot import PyTorch: none of them needs it, and
+#: ``import tvm`` there would load it for 2 s (:data:`WORKER_BLOCKED_MODULES`).
+NUMPY_BLOCKED = WORKER_BLOCKED_MODULES
 
 
 def _calls_per_sample(fn: Callable[[], object], min_sample_s: float) -> int:
@@ -130,7 +135,15 @@ def numpy_matmul(
     """Median seconds of a float32 ``(batch, M, K) @ (batch, K, N)`` in numpy, and a note."""
     try:
         t = run_in_subprocess(
-            _numpy_worker, batch, M, N, K, repeat, timeout_s=300, num_threads=threads
+            _numpy_worker,
+            batch,
+            M,
+            N,
+            K,
+            repeat,
+            timeout_s=300,
+            num_threads=threads,
+            blocked=NUMPY_BLOCKED,
         )
         return t, "numpy float32 matmul (BLAS)"
     except Exception as err:  # pragma: no cover - reported, not raised
@@ -476,11 +489,23 @@ def numpy_op(
             return numpy_matmul(M, N, K, batch=batch, threads=threads, repeat=repeat)
         if op in _CONV_OPS:
             g = _conv_geometry(op, params)
-            t = run_in_subprocess(_numpy_conv_worker, g, repeat, timeout_s=300, num_threads=threads)
+            t = run_in_subprocess(
+                _numpy_conv_worker,
+                g,
+                repeat,
+                timeout_s=300,
+                num_threads=threads,
+                blocked=NUMPY_BLOCKED,
+            )
             return t, "numpy float32 im2col + matmul (BLAS)"
         if op == "scan":
             t = run_in_subprocess(
-                _numpy_scan_worker, params, repeat, timeout_s=300, num_threads=threads
+                _numpy_scan_worker,
+                params,
+                repeat,
+                timeout_s=300,
+                num_threads=threads,
+                blocked=NUMPY_BLOCKED,
             )
             return t, "numpy float32 cumsum"
         return None, f"no numpy baseline for {op!r}"

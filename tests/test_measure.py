@@ -32,7 +32,13 @@ from heronlike.measure import (  # noqa: E402
     compare,
     run_in_subprocess,
 )
-from heronlike.measure.runner import ALLOCATOR_ENV, ManagedWorker, measure_env, thread_env  # noqa: E402
+from heronlike.measure.runner import (  # noqa: E402
+    ALLOCATOR_ENV,
+    ManagedWorker,
+    measure_env,
+    thread_env,
+)
+from heronlike.measure.runner import WORKER_BLOCKED_MODULES as NO_TORCH  # noqa: E402
 
 # Functions below are sent to worker processes; ship them by value (the test module itself is
 # not importable in a child under --import-mode=importlib).
@@ -451,16 +457,17 @@ def test_measuring_processes_share_the_allocator_policy() -> None:
 
 
 def test_run_in_subprocess_failures() -> None:
+    # children without PyTorch (2 s less start-up each): these failures are the process's
     with pytest.raises(ChildProcessError):
-        run_in_subprocess(_segfault, timeout_s=30)
+        run_in_subprocess(_segfault, timeout_s=30, blocked=NO_TORCH)
     t0 = time.perf_counter()
     with pytest.raises(TimeoutError):
-        run_in_subprocess(_sleep, 60.0, timeout_s=0.5)
+        run_in_subprocess(_sleep, 60.0, timeout_s=0.5, blocked=NO_TORCH)
     assert time.perf_counter() - t0 < 20
     t0 = time.perf_counter()
     with pytest.raises(TimeoutError):  # the parent-side watchdog fires
-        run_in_subprocess(_spin_holding_gil, timeout_s=0.5)
+        run_in_subprocess(_spin_holding_gil, timeout_s=0.5, blocked=NO_TORCH)
     assert time.perf_counter() - t0 < 20
     with pytest.raises(ValueError, match="bad baseline"):
-        run_in_subprocess(_raise, timeout_s=30)
-    assert run_in_subprocess(_sleep, 0.0, timeout_s=30) == "woke"
+        run_in_subprocess(_raise, timeout_s=30, blocked=NO_TORCH)
+    assert run_in_subprocess(_sleep, 0.0, timeout_s=30, blocked=NO_TORCH) == "woke"

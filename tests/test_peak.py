@@ -168,6 +168,17 @@ def test_measures_every_kernel_this_cpu_has() -> None:
         assert low < per_ns < high, r
 
 
+def test_measures_only_the_kernels_asked_for() -> None:
+    here = sorted(_kernels_here())
+    if not here:
+        pytest.skip("no FMA or VNNI on this CPU")
+    missing = sorted(set(peak.KERNELS) - set(here))  # asked for, but this CPU lacks it
+    rows = peak.measure_peaks(threads=[1], repeats=1, seconds=0.02, kernels=[here[0], *missing])
+    assert [r["kernel"] for r in rows] == [here[0]]
+    with pytest.raises(ValueError, match="unknown peak kernels"):
+        peak.measure_peaks(threads=[1], kernels=["vpdpbusd_zmm"])
+
+
 def test_measured_peak_is_physically_possible() -> None:
     """One core issues at most 2 FMA / VNNI instructions per cycle, so fp32 AVX2 FMA stays
     below 2 ports × 16 FLOP × clock (about 100 GFLOP/s at this Zen 3's 3.2 GHz). The merged

@@ -37,6 +37,7 @@ from heronlike.measure.kinds import ErrorKind
 
 __all__ = [
     "ALLOCATOR_ENV",
+    "WORKER_BLOCKED_MODULES",
     "LocalRunner",
     "Runner",
     "ManagedWorker",
@@ -270,11 +271,13 @@ def run_in_subprocess(
     *args: Any,
     timeout_s: float,
     num_threads: int | None = None,
+    blocked: Sequence[str] = (),
 ) -> Any:
     """Run ``fn(*args)`` in a fresh worker process with the measuring thread environment.
 
-    Unlike the builder's and runner's workers, this one may import PyTorch (it times the
-    PyTorch baselines), so it starts about 2 s slower when PyTorch is installed.
+    Unlike the builder's and runner's workers, this one may import PyTorch by default (it
+    times the PyTorch baselines), so it starts about 2 s slower when PyTorch is installed; a
+    caller that times no PyTorch passes ``blocked=WORKER_BLOCKED_MODULES``.
 
     The child gets the same environment as :class:`LocalRunner`'s worker
     (:func:`measure_env` of ``num_threads``; ``None`` = ``os.cpu_count()``), so a baseline (numpy,
@@ -285,6 +288,7 @@ def run_in_subprocess(
         *args: picklable positional arguments.
         timeout_s: wall-clock limit for ``fn`` in seconds (process start-up is not counted).
         num_threads: threads for TVM/OpenMP/BLAS in the child.
+        blocked: modules the child cannot import (see :class:`ManagedWorker`).
 
     Returns:
         ``fn``'s return value.
@@ -295,7 +299,7 @@ def run_in_subprocess(
         Exception: what ``fn`` raised (same type; the message holds the child's traceback).
     """
     env = measure_env(num_threads)
-    worker = ManagedWorker(_set_environ, (env,), env=env, blocked=())
+    worker = ManagedWorker(_set_environ, (env,), env=env, blocked=blocked)
     try:
         return worker.call(fn, tuple(args), timeout_s=timeout_s)
     finally:
