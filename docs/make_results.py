@@ -1066,6 +1066,13 @@ TABLES: dict[str, Table] = {
             FAIR_VNNI_CMD,
             summary=FAIR_VNNI_GEOMEANS,
         ),
+        Table(  # the Zen 4 table's lost rows (and three won), on an Intel Xeon with AMX
+            "suite-fair-vnni-xeon",
+            ("suite_fair-vnni-intel-xeon-emr-lost-rows-2026-11-29.csv",),
+            FAIR_VNNI_COLUMNS,
+            "python benchmarks/suite.py --quick --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1",
+            summary=FAIR_VNNI_GEOMEANS,
+        ),
         Table(  # the rows lost at 16 trials, re-run at 64 trials per tuner
             "suite-fair-vnni-64",
             ("suite_fair64-vnni-*.csv",),
