@@ -102,7 +102,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from heronlike.baselines import torch_paths_worker
+from heronlike.baselines import VNNI_ONEDNN_ISA, torch_paths_worker
 from heronlike.ops import OPERATORS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -320,11 +320,6 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
         "VNNI figures are unmeasured"
     )
     return Mode(name, target, note, intrin.name, "vpmaddwd", (intrin.n, intrin.k))
-
-
-#: oneDNN's name (``ONEDNN_MAX_CPU_ISA``) for its AVX512-VNNI kernels, the most it may use in
-#: the DL Boost table on a CPU with AMX
-VNNI_ONEDNN_ISA = "AVX512_CORE_VNNI"
 
 
 def cap_pytorch_isa(mode: Mode) -> Mode:

@@ -25,6 +25,10 @@ from collections.abc import Callable, Sequence
 from .measure import run_in_subprocess
 from .measure.runner import WORKER_BLOCKED_MODULES
 
+#: oneDNN's name of the AVX512-VNNI instruction set (``ONEDNN_MAX_CPU_ISA``): the cap under
+#: which PyTorch runs the instructions ``dlboost`` kernels use, on a CPU with AMX too
+VNNI_ONEDNN_ISA = "AVX512_CORE_VNNI"
+
 #: The numpy baselines' processes cannot import PyTorch: none of them needs it, and
 #: ``import tvm`` there would load it for 2 s (:data:`WORKER_BLOCKED_MODULES`).
 NUMPY_BLOCKED = WORKER_BLOCKED_MODULES
@@ -436,7 +440,7 @@ def fastest_path(timed: dict[str, float], failed: list[str], op: str) -> tuple[f
 
 
 def torch_op(
-    op: str, params: dict[str, int], *, threads: int, repeat: int = 15
+    op: str, params: dict[str, int], *, threads: int, repeat: int = 15, isa: str | None = None
 ) -> tuple[float | None, str]:
     """Median seconds of PyTorch's fastest int8 CPU path for operator ``op`` of
     :mod:`heronlike.ops` (:func:`torch_paths_worker` in a worker process), and what ran.
@@ -452,13 +456,25 @@ def torch_op(
       requantized u8 output (PyTorch has no int8 → int32 CPU convolution), channels-last;
     * ``scan``: ``torch.cumsum`` over int32 rows of ``(M, K)``.
 
+    ``isa`` caps oneDNN's instruction set in the worker (``ONEDNN_MAX_CPU_ISA``, e.g.
+    :data:`VNNI_ONEDNN_ISA`: on a CPU with AMX, oneDNN otherwise runs AMX tile kernels, which
+    a VNNI kernel is not comparable with); ``None`` leaves oneDNN its default (the process's
+    own ``ONEDNN_MAX_CPU_ISA`` if set).
+
     Returns ``(None, reason)`` when PyTorch is missing or rejects the operator or shape.
     """
     try:
         if op not in _MATMUL_SHAPES and op not in _CONV_OPS and op != "scan":
             return None, f"no PyTorch baseline for {op!r}"
         return run_in_subprocess(
-            torch_paths_worker, op, params, repeat, threads, timeout_s=300, num_threads=threads
+            torch_paths_worker,
+            op,
+            params,
+            repeat,
+            threads,
+            timeout_s=300,
+            num_threads=threads,
+            env={"ONEDNN_MAX_CPU_ISA": isa} if isa else None,
         )
     except ModuleNotFoundError:
         return None, "PyTorch is not installed (pip install 'heronlike[bench]')"

@@ -289,7 +289,15 @@ def _print_result(r) -> None:  # noqa: ANN001
 
 
 def _print_baselines(op: str, dims: tuple[int, ...], r) -> None:  # noqa: ANN001
-    from .baselines import numpy_op, torch_op
+    """PyTorch's and numpy's latencies for the tuned shape, beside the kernel's. On a CPU
+    with AMX, oneDNN runs AMX tile kernels unless capped: for a kernel of a target without
+    AMX (``dlboost``, ``llvm``) PyTorch is timed twice, as it is and capped at AVX512-VNNI
+    (the instructions ``dlboost`` uses), each row saying which."""
+    import functools
+    import os
+
+    from .baselines import VNNI_ONEDNN_ISA, numpy_op, torch_op
+    from .host import cpu_flags
 
     names = {"gemm": ("M", "N", "K"), "bmm": ("B", "M", "N", "K"), "gemv": ("M", "K")}[op]
     params = dict(zip(names, dims, strict=True))
@@ -297,9 +305,14 @@ def _print_baselines(op: str, dims: tuple[int, ...], r) -> None:  # noqa: ANN001
     table = Table(title="baselines, same shape, same machine, same threads")
     for col in ("library", "latency ms", "GOP/s", "heronlike speed-up"):
         table.add_column(col)
-    for fn in (torch_op, numpy_op):
+    runs = [(torch_op, ""), (numpy_op, "")]
+    amx_host = "amx_int8" in cpu_flags() and "ONEDNN_MAX_CPU_ISA" not in os.environ
+    if amx_host and "amx" not in r.space.target.names:
+        capped = functools.partial(torch_op, isa=VNNI_ONEDNN_ISA)
+        runs[:1] = [(torch_op, ", AMX tiles"), (capped, f", capped at {VNNI_ONEDNN_ISA}")]
+    for fn, label in runs:
         lat, note = fn(op, params, threads=threads)
-        note = note.split(" [also: ")[0]  # the fastest path PyTorch has; the others slower
+        note = note.split(" [also: ")[0] + label  # the fastest path PyTorch has, and its ISA
         if lat is None:
             table.add_row(note, "-", "-", "-")
         else:

@@ -252,3 +252,9 @@ def test_tune_prints_pytorchs_fastest_int8_path(tmp_path: Path) -> None:
     assert "[also:" not in table and "failed" not in table  # the fastest path only, timed
     if not host_has_vnni():
         assert "torch.ao.nn.quantized.Linear" in table, table
+    # on a CPU with AMX, PyTorch is timed as it is (oneDNN's AMX tiles) and capped at VNNI,
+    # the instructions of this target; each row says which (rich may wrap a cell at spaces)
+    from heronlike.host import cpu_flags
+
+    amx = "amx_int8" in cpu_flags() and "ONEDNN_MAX_CPU_ISA" not in os.environ
+    assert ("AVX512_CORE_VNNI" in table) == amx and ("AMX" in table) == amx, table

@@ -444,6 +444,22 @@ def test_run_in_subprocess_thread_env_and_isolation() -> None:
     assert run_in_subprocess(_sleep, 0.0, timeout_s=30) == "woke"
 
 
+def _environ_of(name: str) -> str | None:
+    return os.environ.get(name)
+
+
+def test_run_in_subprocess_adds_the_callers_environment() -> None:
+    # e.g. torch_op(isa=...) caps oneDNN in the child only; the measuring variables stay
+    env = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
+    before = dict(os.environ)
+    got = [
+        run_in_subprocess(_environ_of, name, timeout_s=60, num_threads=1, env=env, blocked=NO_TORCH)
+        for name in ("ONEDNN_MAX_CPU_ISA", "TVM_NUM_THREADS")
+    ]
+    assert got == ["AVX512_CORE_VNNI", "1"]
+    assert dict(os.environ) == before  # this process's environment is left alone
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
 def test_measuring_processes_share_the_allocator_policy() -> None:
     # glibc mmaps a large block (threshold 128 KiB at start, growing as mmapped blocks are

@@ -272,6 +272,7 @@ def run_in_subprocess(
     timeout_s: float,
     num_threads: int | None = None,
     blocked: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Any:
     """Run ``fn(*args)`` in a fresh worker process with the measuring thread environment.
 
@@ -289,6 +290,8 @@ def run_in_subprocess(
         timeout_s: wall-clock limit for ``fn`` in seconds (process start-up is not counted).
         num_threads: threads for TVM/OpenMP/BLAS in the child.
         blocked: modules the child cannot import (see :class:`ManagedWorker`).
+        env: more environment variables for the child, over the measuring ones (e.g.
+            ``ONEDNN_MAX_CPU_ISA``, which oneDNN reads at its first use).
 
     Returns:
         ``fn``'s return value.
@@ -298,8 +301,8 @@ def run_in_subprocess(
         ChildProcessError: the child died (e.g. a segfault).
         Exception: what ``fn`` raised (same type; the message holds the child's traceback).
     """
-    env = measure_env(num_threads)
-    worker = ManagedWorker(_set_environ, (env,), env=env, blocked=blocked)
+    child_env = measure_env(num_threads) | dict(env or {})
+    worker = ManagedWorker(_set_environ, (child_env,), env=child_env, blocked=blocked)
     try:
         return worker.call(fn, tuple(args), timeout_s=timeout_s)
     finally:
@@ -606,9 +609,9 @@ class LocalRunner:
             each (above); False (the default) times each candidate's ``repeat`` measurements
             back to back and reports it at once.
 
-    The worker starts on the first :meth:`run` (about 1.5 s: it imports TVM, not charged to any
-    candidate's ``run_s``; it cannot import PyTorch, :data:`WORKER_BLOCKED_MODULES`) and is
-    reused.
+    The worker starts on :meth:`start` or the first :meth:`run` (about 1.5 s: it imports TVM,
+    not charged to any candidate's ``run_s``; it cannot import PyTorch,
+    :data:`WORKER_BLOCKED_MODULES`) and is reused.
     Use as a context manager or call :meth:`close`; workers are also killed at interpreter exit.
     """
 
