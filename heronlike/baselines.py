@@ -29,10 +29,6 @@ from .measure.runner import WORKER_BLOCKED_MODULES
 #: which PyTorch runs the instructions ``dlboost`` kernels use, on a CPU with AMX too
 VNNI_ONEDNN_ISA = "AVX512_CORE_VNNI"
 
-#: The numpy baselines' processes cannot import PyTorch: none of them needs it, and
-#: ``import tvm`` there would load it for 2 s (:data:`WORKER_BLOCKED_MODULES`).
-NUMPY_BLOCKED = WORKER_BLOCKED_MODULES
-
 
 def _calls_per_sample(fn: Callable[[], object], min_sample_s: float) -> int:
     """Calls of ``fn`` that take at least ``min_sample_s`` seconds together (1, 4, 16, ...,
@@ -139,7 +135,7 @@ def numpy_matmul(
     """Median seconds of a float32 ``(batch, M, K) @ (batch, K, N)`` in numpy, and a note."""
     try:
         t = run_in_subprocess(
-            _numpy_worker,
+            _numpy_worker,  # numpy only: a child without PyTorch starts 2 s sooner
             batch,
             M,
             N,
@@ -147,7 +143,7 @@ def numpy_matmul(
             repeat,
             timeout_s=300,
             num_threads=threads,
-            blocked=NUMPY_BLOCKED,
+            blocked=WORKER_BLOCKED_MODULES,
         )
         return t, "numpy float32 matmul (BLAS)"
     except Exception as err:  # pragma: no cover - reported, not raised
@@ -511,7 +507,7 @@ def numpy_op(
                 repeat,
                 timeout_s=300,
                 num_threads=threads,
-                blocked=NUMPY_BLOCKED,
+                blocked=WORKER_BLOCKED_MODULES,
             )
             return t, "numpy float32 im2col + matmul (BLAS)"
         if op == "scan":
@@ -521,7 +517,7 @@ def numpy_op(
                 repeat,
                 timeout_s=300,
                 num_threads=threads,
-                blocked=NUMPY_BLOCKED,
+                blocked=WORKER_BLOCKED_MODULES,
             )
             return t, "numpy float32 cumsum"
         return None, f"no numpy baseline for {op!r}"

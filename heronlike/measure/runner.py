@@ -266,6 +266,15 @@ def _noop() -> None:
     return None
 
 
+def _start_quietly(worker: ManagedWorker) -> None:
+    """Start ``worker``'s child now if it is not running; a child that cannot start is killed
+    and left to the next :meth:`ManagedWorker.call`, which starts it again and reports."""
+    try:
+        worker.start()
+    except Exception:  # noqa: BLE001 - the next call retries and reports
+        worker.kill()
+
+
 def run_in_subprocess(
     fn: Callable[..., Any],
     *args: Any,
@@ -654,10 +663,7 @@ class LocalRunner:
         with self._lock:
             if self._worker is None:
                 return
-            try:
-                self._worker.start()
-            except Exception:  # noqa: BLE001 - run() starts it again and reports
-                self._worker.kill()
+            _start_quietly(self._worker)  # run() starts it again and reports
 
     def run(
         self, inputs: Sequence[RunInput], on_result: OnRunResult | None = None
@@ -673,10 +679,8 @@ class LocalRunner:
         with self._lock:
             worker = self._require_worker()
             if inputs:
-                try:  # start-up (importing TVM, ~1 s) is not charged to the first candidate
-                    worker.start()
-                except Exception:  # noqa: BLE001 - the candidate's own call reports it
-                    worker.kill()
+                # start-up (importing TVM, ~1 s) is not charged to the first candidate
+                _start_quietly(worker)
             if not (self.interleave and len(inputs) > 1 and self.repeat > 1):
                 results: list[RunResult] = []
                 for i, inp in enumerate(inputs):
@@ -761,10 +765,8 @@ class LocalRunner:
             out = (ErrorKind.CRASH, "worker process died (e.g. segfault) while running", ())
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable input
             return (ErrorKind.RUN, short_error(exc), ())
-        try:  # replace the worker now so the next candidate's time is not charged for it
-            worker.start()
-        except Exception:  # noqa: BLE001 - the next call retries lazily
-            worker.kill()
+        # replace the worker now so the next candidate's time is not charged for it
+        _start_quietly(worker)
         return out
 
     @staticmethod
