@@ -24,7 +24,7 @@ if os.path.isdir(os.path.join(_root, "rules")) and os.path.isdir(
 ):
     __path__.append(_root)  # type: ignore[name-defined]  # noqa: F821
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .errors import (  # noqa: E402
     BundleError,

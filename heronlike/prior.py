@@ -4,7 +4,7 @@ Heron (ASPLOS'23 §5) measures pure RandSAT samples in its first round, because 
 is trained online on the workload's own measurements and knows nothing yet. At small budgets
 (16 trials in rounds of 8) that first round is half of the search, and most random valid
 programs are slow for reasons that hold on every workload of a target: an unbalanced parallel
-loop, a cache tile spilling out of L1, one accumulator updated by a long dependent chain. A
+loop, a cache tile spilling out of L1, a register tile that loads more than it multiplies. A
 :class:`LinearPrior` scores those reasons: a linear function of *workload-independent* schedule
 features (:func:`generic_features`), fitted once per target on recorded tunes of many workloads
 (:func:`fit_linear_prior`; ``benchmarks/prior_fit.py`` refits it from records files and checks

@@ -1,15 +1,22 @@
-"""Multi-Level-Tiling (Ansor Table 2; Heron's ``generalTile``): the ``SSRSRS`` structure.
+"""Multi-Level-Tiling (Ansor Table 2; Heron's ``generalTile``) with a register micro-kernel.
 
 Every spatial axis is split into ``S0 S1 S2`` and every reduce axis into ``R0 R1``; an axis the
 intrinsic covers gets one more, innermost part ``T`` fixed to the intrinsic's extent. Loops are
-reordered ``S0 S1 R0 S2 R1 T``: ``S0`` is the parallel level, ``S1`` the cache tile, ``S2`` the
-register tile (accumulators stay in registers across ``R1``) and ``T`` the intrinsic. A
-write-back stage from :class:`~heronlike.rules.cache_stage.AddCacheStage` is attached under
-``S0`` or ``S1``, chosen by a knob (C4 AddStageFuse).
+reordered ``S0 S1 R0 R1 S2 T``: ``S0`` is the parallel level, ``S1`` the cache tile, ``S2`` the
+register tile and ``T`` the intrinsic. The register tile is innermost, below ``R1`` (the BLIS /
+oneDNN micro-kernel form): its accumulators stay in registers across the whole ``R1`` loop and
+every ``R1`` iteration issues ``|S2|`` independent multiply-accumulates on operands loaded once.
+Ansor's ``S0 S1 R0 S2 R1 S3`` order (Ansor §4.1), which heronlike used before 0.2.0, puts ``R1``
+inside the register tile, so each accumulator's ``R1`` updates form one dependent chain unless
+``R1`` is fully unrolled: on the same random points of the same CSP the micro-kernel order ran
+1.49x faster (int8 GEMM 1024^3, VNNI) and 2.17x (float32 GEMM 512^3) in geomean, up to 36x on
+single points, and never more than 1.3x slower (docs/results.md, "The register micro-kernel
+order"). A write-back stage from :class:`~heronlike.rules.cache_stage.AddCacheStage` is
+attached under ``S0`` or ``S1``, chosen by a knob (C4 AddStageFuse).
 
 With ``vector_level`` (the general rule set), a stage that no intrinsic runs gets one more,
 innermost spatial level on its output's contiguous (last) axis, ordered after everything
-else (``S0 S1 R0 S2 R1 V``, MetaSchedule's ``SSRSRS`` for CPUs), for
+else (``S0 S1 R0 R1 S2 V``: a register tile of ``|S2|`` vectors), for
 :class:`~heronlike.rules.general.VectorizeGeneral` to vectorise. Tensorized stages are tiled
 exactly as without it.
 
@@ -44,7 +51,7 @@ class MultiLevelTiling(Rule):
         self,
         spatial: Sequence[str] = ("S0", "S1", "S2"),
         reduce: Sequence[str] = ("R0", "R1"),
-        order: Sequence[str] = ("S0", "S1", "R0", "S2", "R1", "T"),
+        order: Sequence[str] = ("S0", "S1", "R0", "R1", "S2", "T"),
         attach_levels: Sequence[str] = ("S0", "S1"),
         vector_level: str | None = None,
         order_level: str | None = None,

@@ -123,6 +123,25 @@ def test_template_steps_in_order(spaces: dict[str, Space], name: str) -> None:
     assert "sch.tensorize(" in text and VNNI_INTRIN_NAME in text
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_register_tile_is_innermost_below_the_reduction(
+    spaces: dict[str, Space], name: str
+) -> None:
+    """The micro-kernel order ``S0 S1 R0 R1 S2 T``: every loop around the intrinsic's block
+    below the last reduction loop is an unrolled register-tile loop, so one ``R1`` iteration
+    updates every accumulator once (not one accumulator ``R1`` times in a row)."""
+    _, stage, _, _ = CASES[name]
+    space = spaces[name]
+    for point in RandSAT(space.csp, seed=3).sample(4):
+        sch = space.apply(point)
+        loops = [sch.get(lp) for lp in sch.get_loops(sch.get_sblock(f"{stage}_update_o"))]
+        names = [lp.loop_var.name for lp in loops]
+        last_reduce = max(i for i, n in enumerate(names) if n.startswith("k_"))
+        inner = loops[last_reduce + 1 :]
+        assert inner, names  # the register tile's loops sit below the reduction
+        assert all(lp.kind == tvm.tirx.ForKind.UNROLLED for lp in inner), names
+
+
 # -- CSP -----------------------------------------------------------------------------------------
 
 
