@@ -69,8 +69,31 @@ from heronlike.target import DLATarget, MemoryLevel
 VNNI_INTRIN_NAME = "heronlike_vnni_16x4_u8s8s32"
 VECTOR_BYTES = 64  # one zmm register
 VECTOR_REGISTERS = 32
-#: registers kept free of accumulators: the broadcast A operand, B loads, addresses
-RESERVED_REGISTERS = 4
+#: the least number of vector registers a register tile leaves free of accumulators
+MIN_RESERVED_REGISTERS = 4
+
+
+def reserved_registers(registers: int) -> int:
+    """Vector registers a register tile must leave free of accumulators on a file of
+    ``registers`` (C5's ``reserve_bytes`` of the ``register`` level).
+
+    An ``m × n`` tile of accumulators innermost below ``R1`` (the micro-kernel order of
+    :mod:`heronlike.rules.tiling`) also holds, at every ``R1`` step, the ``min(m, n)`` operand
+    vectors reused across the tile and one more it streams. The reserve is the smallest
+    ``r >= MIN_RESERVED_REGISTERS`` with ``m·n + min(m, n) + 1 <= registers`` for every tile of
+    ``m·n <= registers - r`` accumulators: 5 of 32 (AVX-512; with 4, a 7 × 4 tile of 28
+    accumulators needs 33 registers and spilled: measured, docs/results.md), 4 of 16 (AVX2).
+    """
+    for reserve in range(MIN_RESERVED_REGISTERS, registers):
+        cap = registers - reserve
+        tiles = ((m, n) for m in range(1, cap + 1) for n in range(1, cap // m + 1))
+        if all(m * n + min(m, n) + 1 <= registers for m, n in tiles):
+            return reserve
+    return registers
+
+
+#: :func:`reserved_registers` of the 32 AVX-512 registers
+RESERVED_REGISTERS = reserved_registers(VECTOR_REGISTERS)
 #: VNNI int8 operations (2 per multiply-accumulate) per cycle per core, by LLVM CPU name:
 #: two 512-bit VNNI ports on Intel server cores, one (double-pumped) on AMD Zen 4/5
 _OPS_PER_CYCLE = {"znver4": 128, "znver5": 256}
@@ -494,7 +517,7 @@ class DLBoostTarget(DLATarget):
                         "register",
                         "R0",
                         outputs_only=True,
-                        reserve_bytes=RESERVED_REGISTERS * self.vector_bytes,
+                        reserve_bytes=reserved_registers(self.vector_registers) * self.vector_bytes,
                     ),
                     # one iteration of R0 streams A and B tiles and updates the C tile
                     Footprint("L1", "R0"),

@@ -265,7 +265,7 @@ def alias_groups(names: Sequence[str], x: np.ndarray) -> list[list[str]]:
     Two columns are one quantity when each is a strictly monotone function of the other on the
     rows of ``x`` (their dense ranks agree, in the same or the reverse order): ``C.v_i.S2``,
     ``C.v_i@S1`` and ``C.v_i@R0`` (equal by a one-factor PROD), ``C.register.bytes`` and
-    ``4 * C.C@R0.elems + 256`` (an affine SUM), ``C.L1.bytes.fill`` and ``C.L1.bytes`` (a ratio
+    ``4 * C.C@R0.elems + 320`` (an affine SUM), ``C.L1.bytes.fill`` and ``C.L1.bytes`` (a ratio
     to a constant capacity), ``C.v_i.S0`` and ``C.v_i@S0`` (``S0 = 256 / @S0``). A tree splits
     them identically, so XGBoost's importance of one quantity is spread over its aliases
     (Heron ASPLOS'23 §5 ranks key variables by that importance; :class:`heronlike.explore.cga.

@@ -175,7 +175,7 @@ def test_alias_groups_one_per_quantity() -> None:
     groups = alias_groups(names, np.log2(features_of(csp)))
     of = {n: i for i, g in enumerate(groups) for n in g}
     assert of["C.v_i.S2"] == of["C.v_i@S1"] == of["C.v_i@R0"]  # PROD with one factor
-    assert of["C.C@R0.elems"] == of["C.register.bytes"]  # 4 * elems + 256
+    assert of["C.C@R0.elems"] == of["C.register.bytes"]  # 4 * elems + 320
     assert of["C.v_i.S0"] == of["C.v_i@S0"]  # 256 / @S0: the same quantity, reversed
     assert of["C.v_i.S1"] != of["C.v_i.S2"] and of["C.v_k.R1"] != of["C.L1.bytes"]
     assert "C.v_j.T" not in of  # constant: never split on

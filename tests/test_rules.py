@@ -8,6 +8,7 @@ computes. No measurement is mocked; kernels are built with ``tvm.compile`` and r
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -24,8 +25,13 @@ from heronlike.dla_targets.dlboost import (  # noqa: E402
     VNNI_INTRIN_NAME,
     DLBoostTarget,
     host_has_vnni,
+    reserved_registers,
 )
-from heronlike.errors import HostFeatureError, UnknownTargetError  # noqa: E402
+from heronlike.errors import (  # noqa: E402
+    HostFeatureError,
+    InfeasibleSpaceError,
+    UnknownTargetError,
+)
 from heronlike.intrinsic import structural_match  # noqa: E402
 from heronlike.kernel import BuiltKernel  # noqa: E402
 from heronlike.rules.constraints import divisors  # noqa: E402
@@ -142,6 +148,45 @@ def test_register_tile_is_innermost_below_the_reduction(
         assert all(lp.kind == tvm.tirx.ForKind.UNROLLED for lp in inner), names
 
 
+def _innermost_loops(assembly: str, mnemonic: str) -> list[list[str]]:
+    """The lines of each innermost loop (a label and the jump back to it) holding
+    ``mnemonic``."""
+    lines = assembly.splitlines()
+    labels = {m[1]: i for i, line in enumerate(lines) if (m := re.match(r"(\.LBB\w+):", line))}
+    loops = []
+    for j, line in enumerate(lines):
+        m = re.match(r"\s+j\w+\s+(\.LBB\w+)", line)
+        if m and labels.get(m[1], j) < j and any(mnemonic in x for x in lines[labels[m[1]] : j]):
+            loops.append((labels[m[1]], j))
+
+    def encloses_another(a: int, b: int) -> bool:
+        return any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)
+
+    return [lines[a : b + 1] for a, b in loops if not encloses_another(a, b)]
+
+
+def test_register_reserve_holds_the_micro_kernels_operands() -> None:
+    """C5 leaves registers for an ``m × n`` micro-kernel's ``min(m, n)`` reused operand vectors
+    and one streamed one: 5 of 32 (a 7 × 4 tile's 28 accumulators need 33 and keep two of
+    them in memory), 4 of 16. A 7 × 4 tile is no point of the space; a 9 × 3 one (27 + 3 + 1
+    registers) runs its ``R1`` loop without touching the stack."""
+    assert reserved_registers(32) == RESERVED_REGISTERS == 5
+    assert reserved_registers(16) == 4
+    target = "dlboost -mcpu=cascadelake"  # compiled only: any x86 host
+    space = generate_space(ops.gemm(56, 64, 64), target)
+    with pytest.raises(InfeasibleSpaceError):
+        RandSAT(space.csp, seed=0).sample(1, extra=[In("C.v_i.S2", (7,)), In("C.v_j.S2", (4,))])
+    space = generate_space(ops.gemm(72, 48, 64), target)
+    tile = [In("C.v_i.S2", (9,)), In("C.v_j.S2", (3,)), In("C.v_k.R1", (16,))]
+    (point,) = RandSAT(space.csp, seed=0).sample(1, extra=tile)
+    assembly = BuiltKernel(space, point, space.target.tvm_target()).assembly
+    loops = _innermost_loops(assembly, "vpdpbusd")
+    assert loops
+    for body in loops:
+        assert sum("vpdpbusd" in line for line in body) == 27
+        assert not [line for line in body if "%zmm" in line and "(%rsp)" in line]
+
+
 # -- CSP -----------------------------------------------------------------------------------------
 
 
@@ -249,8 +294,8 @@ def test_sampled_assignments_are_valid_and_bit_exact(spaces: dict[str, Space], n
     for a in samples:
         assert space.csp.violations(a) == []
         # C5: the accumulators fit the vector registers
-        assert _register_bytes(space, stage, a) <= reg_limit == 2048 - 256
-        assert a[f"{stage}.register.bytes"] == _register_bytes(space, stage, a) + 256
+        assert _register_bytes(space, stage, a) <= reg_limit == 2048 - 5 * 64
+        assert a[f"{stage}.register.bytes"] == _register_bytes(space, stage, a) + 5 * 64
         # C6 UseAllCores
         # (a stage of at most 2**20 operations may instead run on one core: serial = 1)
         par, possible = _parallel_extent(space, stage, a)
