@@ -518,6 +518,9 @@ class DLBoostTarget(DLATarget):
                         "R0",
                         outputs_only=True,
                         reserve_bytes=reserved_registers(self.vector_registers) * self.vector_bytes,
+                        # a general stage's accumulators: one register each, whatever V
+                        vector_level="V",
+                        vector_bytes=self.vector_bytes,
                     ),
                     # one iteration of R0 streams A and B tiles and updates the C tile
                     Footprint("L1", "R0"),

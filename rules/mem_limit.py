@@ -19,13 +19,19 @@ class Footprint:
     tiling level whose one iteration's working set must fit (e.g. ``"R0"``: everything one
     iteration of the outer reduction loop touches); ``outputs_only``: count only the written
     buffer (accumulators held in registers); ``reserve_bytes``: capacity kept free (operand
-    registers).
+    registers). ``vector_level`` and ``vector_bytes``: in a stage with loops of that level
+    (the general rule set's ``V``), the written buffer is counted in whole vector registers of
+    ``vector_bytes``: one per point of its other loops below ``below``, however few lanes the
+    vector loop fills (a 2-wide float32 vector loop still takes one register per
+    accumulator, not 8 bytes of one).
     """
 
     memory: str
     below: str
     outputs_only: bool = False
     reserve_bytes: int = 0
+    vector_level: str | None = None
+    vector_bytes: int = 0
 
 
 def _dim_footprint(ctx: RuleContext, stage: str, acc: Access, dim: int, below: str) -> Operand:
@@ -84,6 +90,11 @@ class AddMemLimit(ConstraintRule):
                 terms: list[Operand] = []
                 coeffs: list[int] = []
                 for acc in accesses:
+                    vectors = self._vectors(ctx, stage_name, acc, fp)
+                    if vectors is not None:
+                        terms.append(vectors)
+                        coeffs.append(fp.vector_bytes)
+                        continue
                     tiles = [
                         _dim_footprint(ctx, stage_name, acc, d, fp.below)
                         for d in range(len(acc.shape))
@@ -111,3 +122,25 @@ class AddMemLimit(ConstraintRule):
                     coeffs.append(1)
                 ctx.csp.add(Sum(total, tuple(terms), tuple(coeffs)))
                 ctx.csp.add(Le(total, level.capacity_bytes))
+
+    @staticmethod
+    def _vectors(ctx: RuleContext, stage: str, acc: Access, fp: Footprint) -> Operand | None:
+        """The vector registers ``acc`` (the written buffer) takes below ``fp.below``, counted
+        per :class:`Footprint`'s ``vector_level``; None when it is not counted that way."""
+        st = ctx.states[stage]
+        if (
+            not fp.vector_level
+            or acc is not st.stage.write
+            or not any(lp.level == fp.vector_level for lp in st.loops)
+        ):
+            return None
+        group = [i for i, lp in enumerate(st.loops) if lp.level == fp.below]
+        start = (group[-1] + 1) if group else 0
+        axes = {ax for ax in acc.axes if ax}
+        inner = [
+            lp.extent for lp in st.loops[start:] if lp.axis in axes and lp.level != fp.vector_level
+        ]
+        size = 1
+        for d in acc.shape:
+            size *= d
+        return ctx.product(f"{stage}.{acc.buffer}@{fp.below}.vectors", inner, upper=size)

@@ -166,3 +166,17 @@ def test_subpixel_placement_fused_on_the_general_rule_set(target: str, dtype: st
     from t2d_reference import check_fused_placement_samples
 
     check_fused_placement_samples(target, dtype, samples=4)
+
+
+def test_general_accumulators_are_counted_in_whole_registers() -> None:
+    """C5 on the general rule set counts one vector register per accumulator of the register
+    tile, however few lanes the vector level ``V`` fills: at most 32 - 5 of them on AVX-512.
+    Counted in bytes, a C2D3 tile of 2 x 28 one-lane accumulators passed as 224 bytes and
+    spilled (0.36x in ``benchmarks/loop_order.py --dtype float32``)."""
+    space = generate_space(ops.c2d(1, 28, 28, 128, 128, 3, 3, 1, 1, 1, "float32"), "llvm")
+    tile = [v for v in space.csp.knobs if v.startswith("Y.") and v.endswith(".S2")]
+    points = RandSAT(space.csp, seed=2).sample(40)
+    limit = dlboost.VECTOR_REGISTERS - dlboost.RESERVED_REGISTERS
+    for point in points:
+        assert np.prod([point[v] for v in tile]) <= limit, point
+    assert min(point["Y.v_i2.V"] for point in points) < 16  # partial vectors were drawn
