@@ -19,7 +19,9 @@ Then it fits on every workload and prints the weights as the Python mapping a ta
 ``prior()`` returns (``dla_targets/dlboost.py`` holds the DL Boost one).
 
 ``--without F`` (repeatable) runs the check a second time without the generic features ``F``,
-to see what they add (``--without tile.loads``).
+to see what they add (``--without tile.loads``). ``--current T`` also checks the prior target
+``T`` uses today (``dlboost``) on the same workloads, as it is (it was fitted on other records,
+so no workload is left out): whether a refit ranks these records better than it.
 
     python benchmarks/prior_fit.py benchmarks/out/resnet50-qdq-int8.sqlite \\
         benchmarks/out/suite-*/*/heronlike/records.sqlite --target dlboost
@@ -31,6 +33,7 @@ import argparse
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from heronlike.features import ScheduleFeatures  # noqa: E402
-from heronlike.prior import GENERIC_FEATURES, fit_linear_prior  # noqa: E402
+from heronlike.prior import GENERIC_FEATURES, LinearPrior, fit_linear_prior  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
 
 Workload = tuple[list[str], np.ndarray, np.ndarray]
@@ -101,6 +104,28 @@ def first_round_gain(
     return float(np.mean(gains))
 
 
+def report(
+    label: str,
+    data: list[Workload],
+    a: argparse.Namespace,
+    prior_for: Callable[[int], LinearPrior],
+) -> str:
+    """One line: how well ``prior_for(i)`` ranks workload ``i``'s trials, over all workloads
+    (Spearman against the measured speed; the best of its top ``a.k`` of random pools of
+    ``a.pool`` against a random ``a.k``'s)."""
+    rng = np.random.default_rng(0)
+    rhos, gains = [], []
+    for i, (names, x, latency) in enumerate(data):
+        score = prior_for(i).score(names, x)
+        rhos.append(spearman(score, -np.log(latency)))
+        gains.append(first_round_gain(score, latency, a.pool, a.k, rng))
+    return (
+        f"{label}: Spearman median {np.median(rhos):.2f}, mean {np.mean(rhos):.2f}; top-{a.k} "
+        f"of {a.pool} vs random {a.k}: best {np.exp(np.mean(gains)):.3f}x (worse on "
+        f"{sum(g < 0 for g in gains)} of {len(gains)} workloads)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("records", nargs="+", type=Path, help="records files (SQLite)")
@@ -109,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=32, help="first-round pool size of the check")
     p.add_argument("--k", type=int, default=8, help="programs picked from a pool")
     p.add_argument("--ridge", type=float, default=1.0)
+    p.add_argument(
+        "--current",
+        metavar="T",
+        default=None,
+        help="also check the prior target T uses today on these workloads (e.g. dlboost)",
+    )
     p.add_argument(
         "--without",
         action="append",
@@ -127,20 +158,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.without:
         kept = tuple(f for f in GENERIC_FEATURES if f not in a.without)
         feature_sets.append((f"without {', '.join(a.without)}", kept))
+    if a.current:
+        from heronlike.target import get_target
+
+        current = get_target(a.current).prior()
+        print(report(f"the prior of {a.current} today", data, a, lambda _: current))
     for label, features in feature_sets:
-        rng = np.random.default_rng(0)
-        rhos, gains = [], []
-        for i, (names, x, latency) in enumerate(data):
-            prior = fit_linear_prior(data[:i] + data[i + 1 :], features=features, ridge=a.ridge)
-            score = prior.score(names, x)
-            rhos.append(spearman(score, -np.log(latency)))
-            gains.append(first_round_gain(score, latency, a.pool, a.k, rng))
-        print(
-            f"{label}, leave-one-workload-out: Spearman median {np.median(rhos):.2f}, mean "
-            f"{np.mean(rhos):.2f}; top-{a.k} of {a.pool} vs random {a.k}: best "
-            f"{np.exp(np.mean(gains)):.3f}x (worse on {sum(g < 0 for g in gains)} of "
-            f"{len(gains)} workloads)"
-        )
+
+        def fit_without(i: int, features: tuple[str, ...] = features) -> LinearPrior:
+            return fit_linear_prior(data[:i] + data[i + 1 :], features=features, ridge=a.ridge)
+
+        print(report(f"{label}, leave-one-workload-out", data, a, fit_without))
         prior = fit_linear_prior(data, features=features, ridge=a.ridge)
         print("weights = {")
         for name, w in prior.weights.items():

@@ -59,6 +59,7 @@ KNOWN_CPUS = {
     "family 25 model 17 stepping 1": "family 25 model 17: Zen 4, AVX-512 VNNI",
     "family 26 model 2 stepping 1": "family 26 model 2: Zen 5, AVX-512 VNNI, 512-bit datapaths",
     "family 6 model 167 stepping 1": "family 6 model 167 under KVM: AVX-512 VNNI, AMX",
+    "family 6 model 207 stepping 2": "family 6 model 207: Emerald Rapids, KVM",
 }
 
 
@@ -408,6 +409,18 @@ PADDING_SKIP_COLUMNS = (
     Col("outer guards, speed vs none", "{outer_speedup:.3f}"),
     Col("all guards, speed vs none", "{all_speedup:.3f}"),
 )
+
+LOOP_ORDER_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("threads", "{threads}"),
+    Col("random points", "{points}"),
+    Col("micro-kernel vs Ansor order, geomean", "{geomean_speedup:.2f}"),
+    Col("lowest / highest", "{min_speedup:.2f} / {max_speedup:.2f}"),
+    Col("best point ms, Ansor / micro-kernel", "{best_ansor_ms:.3f} / {best_micro_ms:.3f}"),
+    Col("within 2x of the best, Ansor / micro-kernel", "{within2x_ansor} / {within2x_micro}"),
+)
+
 
 FUSED_PLACEMENT_COLUMNS = (
     Col("case", "{case}"),
@@ -1086,6 +1099,20 @@ TABLES: dict[str, Table] = {
             PRIOR_COLUMNS,
             "python benchmarks/prior_effect.py --seeds 3",
             rows=prior_by_case,
+        ),
+        Table(
+            "loop-order",
+            ("loop_order-*.csv",),
+            LOOP_ORDER_COLUMNS,
+            "taskset -c 0 python benchmarks/loop_order.py --cases G1,C2D1,B1,C1D3,C3D3,GV5",
+            summary=geomean("case", "geomean over the cases", ("geomean_speedup",)),
+        ),
+        Table(
+            "loop-order-float32",
+            ("loop_order_float32-*.csv",),
+            LOOP_ORDER_COLUMNS,
+            "taskset -c 0 python benchmarks/loop_order.py --dtype float32 --cases G3,B1,C2D3",
+            summary=geomean("case", "geomean over the cases", ("geomean_speedup",)),
         ),
         Table(
             "padding-skip",

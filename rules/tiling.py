@@ -6,13 +6,15 @@ reordered ``S0 S1 R0 R1 S2 T``: ``S0`` is the parallel level, ``S1`` the cache t
 register tile and ``T`` the intrinsic. The register tile is innermost, below ``R1`` (the BLIS /
 oneDNN micro-kernel form): its accumulators stay in registers across the whole ``R1`` loop and
 every ``R1`` iteration issues ``|S2|`` independent multiply-accumulates on operands loaded once.
-Ansor's ``S0 S1 R0 S2 R1 S3`` order (Ansor §4.1), which heronlike used before 0.2.0, puts ``R1``
-inside the register tile, so each accumulator's ``R1`` updates form one dependent chain unless
-``R1`` is fully unrolled: on the same random points of the same CSP the micro-kernel order ran
-1.49x faster (int8 GEMM 1024^3, VNNI) and 2.17x (float32 GEMM 512^3) in geomean, up to 36x on
-single points, and never more than 1.3x slower (docs/results.md, "The register micro-kernel
-order"). A write-back stage from :class:`~heronlike.rules.cache_stage.AddCacheStage` is
-attached under ``S0`` or ``S1``, chosen by a knob (C4 AddStageFuse).
+The order before heronlike 0.2.0, ``S0 S1 R0 S2 R1 T`` (Ansor's ``SSRSRS`` without its innermost
+spatial level, Ansor §4.1), puts ``R1`` inside the register tile, so each accumulator's ``R1``
+updates form one dependent chain unless ``R1`` is fully unrolled. On the same 24 random points of
+each CSP, the micro-kernel order ran 1.30x faster in geomean over six int8 DL Boost cases and 1.51x
+over three float32 ones, up to 6x (int8) and 11x (float32) on single points; points whose short
+``R1`` the old order unrolled into straight-line code ran down to 0.65x (docs/results.md, "The
+register micro-kernel order"). A write-back stage from
+:class:`~heronlike.rules.cache_stage.AddCacheStage` is attached under ``S0`` or ``S1``, chosen by a
+knob (C4 AddStageFuse).
 
 With ``vector_level`` (the general rule set), a stage that no intrinsic runs gets one more,
 innermost spatial level on its output's contiguous (last) axis, ordered after everything
