@@ -29,7 +29,6 @@ if str(REPO_ROOT) not in sys.path:
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from benchmarks.padding_skip import time_side_by_side  # noqa: E402
 from heronlike.csp import In  # noqa: E402
 from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.sampler import RandSAT  # noqa: E402
@@ -67,9 +66,8 @@ def with_knobs(space: Space, knobs: dict[str, int], seed: int) -> dict[str, int]
 
 
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:  # noqa: ANN001
-    name, op, params, _ = suite.parse_case(spec)
-    run_params, _ = suite.pad_to_intrinsic(op, params, mode)
-    compute = getattr(heronlike.ops, op)(**run_params, dtype="int8")
+    case = suite.case_compute(spec, "int8", mode)
+    name, op, run_params, compute = case.name, case.op, case.params, case.compute
     r = heronlike.tune(
         compute,
         mode.target,
@@ -103,7 +101,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]: 
         for pos in range(lo, hi + 1):
             assignment = with_knobs(fused, {**knobs, POSITION: pos}, a.seed)
             programs[f"fused{pos}"] = fused.program(assignment)
-        ms = time_side_by_side(programs, fused, a.rounds, work)
+        ms = suite.time_programs(programs, fused, a.rounds, work)
         best = min(v for k, v in ms.items() if k != "separate")
         row = dict(
             case=name,

@@ -32,19 +32,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-import tvm  # noqa: E402
 
-import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
 from heronlike.dla_targets.dlboost import DLBoostTarget  # noqa: E402
 from heronlike.host import machine_stamp  # noqa: E402
-from heronlike.reference import random_inputs, reference_outputs  # noqa: E402
 from heronlike.rules.base import Rule  # noqa: E402
 from heronlike.rules.tiling import MultiLevelTiling  # noqa: E402
 from heronlike.sampler import RandSAT  # noqa: E402
@@ -89,30 +84,16 @@ def _tile(assignment: dict[str, int]) -> str:
 
 
 def one_case(spec: str, a: argparse.Namespace, mode: suite.Mode, work: Path) -> dict:
-    name, op, params, _ = suite.parse_case(spec)
-    if a.dtype == "int8":
-        run_params, _ = suite.pad_to_intrinsic(op, params, mode)
-        target = mode.target
-    else:  # the general rule set
-        run_params, target = params, "llvm"
-    compute = getattr(heronlike.ops, op)(**run_params, dtype=a.dtype)
-    micro, ansor = spaces(compute, target)
+    case = suite.case_compute(spec, a.dtype, mode)
+    micro, ansor = spaces(case.compute, case.target)
     points = RandSAT(micro.csp, seed=a.seed).sample(a.points)
-    tvm_target = tvm.target.Target(micro.target.tvm_target())
-    arrays = random_inputs(micro.logical, np.random.default_rng(0))
-    expected = reference_outputs(micro.logical, arrays)
-    args = micro.prepare_args(arrays)
-    kernels = {}
+    programs = {}
     for i, point in enumerate(points):
         for order, space in (("micro", micro), ("ansor", ansor)):
-            path = work / f"p{i}_{order}.so"
-            tvm.compile(space.program(point), target=tvm_target).export_library(str(path))
-            kernels[f"p{i}_{order}"] = (path, args)
-    timed = suite.time_tvm_kernels(kernels, expected, work, micro.target.cores, a.rounds)
-    for k, (seconds, correct, message) in timed.items():
-        if seconds is None or not correct:
-            raise RuntimeError(f"{name} {k}: {message or 'wrong result'}")
-    ms = {k: v[0] * 1e3 for k, v in timed.items()}
+            programs[f"p{i}_{order}"] = space.program(point)
+    # both spaces share one layout and reference: the micro-kernel space's serves both
+    seconds = suite.time_programs(programs, micro, a.rounds, work)
+    ms = {k: v * 1e3 for k, v in seconds.items()}
     micro_ms = [ms[f"p{i}_micro"] for i in range(len(points))]
     ansor_ms = [ms[f"p{i}_ansor"] for i in range(len(points))]
     ratios = [o / n for o, n in zip(ansor_ms, micro_ms, strict=True)]
@@ -124,9 +105,9 @@ def one_case(spec: str, a: argparse.Namespace, mode: suite.Mode, work: Path) -> 
             flush=True,
         )
     row = dict(
-        case=name,
-        op=op,
-        shape_run=suite._params_text(run_params),
+        case=case.name,
+        op=case.op,
+        shape_run=suite._params_text(case.params),
         dtype=a.dtype,
         target=micro.target.key,
         points=len(points),
@@ -142,7 +123,7 @@ def one_case(spec: str, a: argparse.Namespace, mode: suite.Mode, work: Path) -> 
         **machine_stamp(),
     )
     print(
-        f"[{name}] {row['points']} points: micro-kernel order {row['geomean_speedup']:.2f}x "
+        f"[{case.name}] {row['points']} points: micro-kernel order {row['geomean_speedup']:.2f}x "
         f"(geomean; {row['min_speedup']:.2f}x to {row['max_speedup']:.2f}x); best "
         f"{row['best_ansor_ms']:.3f} -> {row['best_micro_ms']:.3f} ms; within 2x of the best "
         f"{row['within2x_ansor']} -> {row['within2x_micro']}",

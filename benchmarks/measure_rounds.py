@@ -42,7 +42,6 @@ if str(REPO_ROOT) not in sys.path:
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
-from benchmarks.padding_skip import time_side_by_side  # noqa: E402
 from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.measure import LocalRunner  # noqa: E402
 from heronlike.records import Records  # noqa: E402
@@ -86,14 +85,14 @@ def tune_once(compute, target: str, a, seed: int, interleave: bool, work: Path):
 
 def harness_ms(space, assignments: dict[tuple, dict], work: Path) -> dict[tuple, float]:  # noqa: ANN001
     """Harness milliseconds of each distinct assignment (key -> ms), all timed side by side
-    (:func:`benchmarks.padding_skip.time_side_by_side`, the suite's rounds).
+    (:func:`benchmarks.suite.time_programs`, the suite's rounds).
 
     Raises:
         RuntimeError: a program failed or differs from the reference.
     """
     names = {key: f"k{n}" for n, key in enumerate(assignments)}
     programs = {names[key]: space.program(a) for key, a in assignments.items()}
-    seconds = time_side_by_side(programs, space, suite.HARNESS_ROUNDS, work)
+    seconds = suite.time_programs(programs, space, suite.HARNESS_ROUNDS, work)
     return {key: seconds[name] * 1e3 for key, name in names.items()}
 
 
@@ -111,9 +110,8 @@ def k_of(assignment: dict) -> tuple:
 
 
 def one_case(spec: str, a, mode, work: Path) -> list[dict]:  # noqa: ANN001
-    name, op, params, _ = suite.parse_case(spec)
-    run_params, _ = suite.pad_to_intrinsic(op, params, mode)
-    compute = getattr(heronlike.ops, op)(**run_params, dtype="int8")
+    case = suite.case_compute(spec, "int8", mode)
+    name, op, run_params, compute = case.name, case.op, case.params, case.compute
     rows = []
     for seed in (int(s) for s in a.seeds.split(",")):
         order = list(RUNNERS) if seed % 2 == 0 else list(reversed(RUNNERS))

@@ -28,8 +28,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -46,7 +44,6 @@ from heronlike.postproc import (  # noqa: E402
     skip_annotations,
     zero_share,
 )
-from heronlike.reference import random_inputs, reference_outputs  # noqa: E402
 
 DEFAULT_CASES = ("C3D5", "C3D3", "C3D1", "C2D5", "C2D1", "D5", "D1", "T5", "T3", "C1D3")
 
@@ -69,45 +66,11 @@ def variants(space, assignment) -> dict[str, tvm.IRModule]:
     return out
 
 
-def time_side_by_side(
-    programs: dict[str, tvm.IRModule], space, rounds: int, work: Path
-) -> dict[str, float]:
-    """Median seconds of each program over ``rounds`` rounds of the suite's harness
-    (:func:`benchmarks.suite.time_tvm_kernels`: a fresh process, every output checked against
-    the reference first), the order rotated from round to round.
-
-    Raises:
-        RuntimeError: a program failed or differs from the reference.
-    """
-    target = tvm.target.Target(space.target.tvm_target())
-    arrays = random_inputs(space.logical, np.random.default_rng(0))
-    expected = reference_outputs(space.logical, arrays)
-    args = space.prepare_args(arrays)
-    kernels = {}
-    for name, mod in programs.items():
-        path = work / f"{name}.so"
-        tvm.compile(mod, target=target).export_library(str(path))
-        kernels[name] = (path, args)
-    results = suite.time_tvm_kernels(kernels, expected, work, space.target.cores, rounds)
-    out = {}
-    for name, (seconds, correct, message) in results.items():
-        if seconds is None or not correct:
-            raise RuntimeError(f"{name}: {message or 'wrong result'}")
-        out[name] = seconds
-    return out
-
-
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
-    name, op, params, _ = suite.parse_case(spec)
-    if a.dtype == "int8":
-        run_params, _ = suite.pad_to_intrinsic(op, params, mode)
-        target = mode.target
-    else:  # the general rule set: no intrinsic, nothing padded to one
-        run_params, target = params, "llvm"
-    compute = getattr(heronlike.ops, op)(**run_params, dtype=a.dtype)
+    case = suite.case_compute(spec, a.dtype, mode)
     r = heronlike.tune(
-        compute,
-        target,
+        case.compute,
+        case.target,
         trials=a.trials,
         batch_size=a.batch,
         seed=a.seed,
@@ -118,12 +81,12 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
     knob = next((v for v in space.csp.vars if v.endswith(".skip_padding")), None)
     picked = GUARD_PLACES[r.assignment[knob]] if knob else "outer"
     programs = variants(space, r.assignment)
-    ms = time_side_by_side(programs, space, a.rounds, work)
+    ms = suite.time_programs(programs, space, a.rounds, work)
     ((_, _, buffers),) = skip_annotations(programs["none"]["main"])
     row = dict(
-        case=name,
-        op=op,
-        shape_run=suite._params_text(run_params),
+        case=case.name,
+        op=case.op,
+        shape_run=suite._params_text(case.params),
         dtype=a.dtype,
         target=r.target_key,
         trials=a.trials,
@@ -140,8 +103,9 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> dict:
         **machine_stamp(),
     )
     print(
-        f"[{name}] zeros {row['zero_share']:.0%}, picked {picked}: none {row['none_ms']:.4f} ms, "
-        f"outer {row['outer_speedup']:.3f}x, all {row['all_speedup']:.3f}x",
+        f"[{case.name}] zeros {row['zero_share']:.0%}, picked {picked}: none "
+        f"{row['none_ms']:.4f} ms, outer {row['outer_speedup']:.3f}x, "
+        f"all {row['all_speedup']:.3f}x",
         flush=True,
     )
     return row

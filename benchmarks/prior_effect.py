@@ -86,9 +86,8 @@ def tune_arm(compute, target: str, a: argparse.Namespace, seed: int, prior: bool
 
 
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
-    name, op, params, _ = suite.parse_case(spec)
-    run_params, _ = suite.pad_to_intrinsic(op, params, mode)
-    compute = getattr(heronlike.ops, op)(**run_params, dtype="int8")
+    case = suite.case_compute(spec, "int8", mode)
+    name, op, run_params, compute = case.name, case.op, case.params, case.compute
     rows = []
     for seed in range(a.seeds):
         arms = {}

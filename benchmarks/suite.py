@@ -375,6 +375,44 @@ def _params_text(params: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
+@dataclass(frozen=True)
+class CaseCompute:
+    """One case as a per-case benchmark runs it (:func:`case_compute`)."""
+
+    name: str
+    op: str
+    #: the shape run (padded to the intrinsic in int8 mode), the operator's API arguments
+    params: dict[str, int]
+    #: what :func:`heronlike.tune` and :func:`heronlike.space.generate_space` are given
+    target: str
+    #: the ``te`` / TIR compute of ``op`` on ``params`` in the case's dtype
+    compute: Any
+
+
+def case_compute(spec: str, dtype: str, mode: Mode) -> CaseCompute:
+    """The compute a per-case benchmark (``benchmarks/padding_skip.py``, ``loop_order.py``, …)
+    runs for the case ``spec``.
+
+    ``dtype`` ``"int8"``: the shape padded to the intrinsic of ``mode``
+    (:func:`pad_to_intrinsic`) on ``mode.target``; ``"float32"``: the shape as is on ``"llvm"``
+    (the general rule set: no intrinsic, nothing padded to one).
+
+    Raises:
+        ValueError: an unknown case (:func:`parse_case`) or dtype.
+    """
+    import heronlike
+
+    name, op, params, _ = parse_case(spec)
+    if dtype == "int8":
+        params, _ = pad_to_intrinsic(op, params, mode)
+        target = mode.target
+    elif dtype == "float32":
+        target = "llvm"
+    else:
+        raise ValueError(f"unsupported dtype {dtype!r}: int8 or float32")
+    return CaseCompute(name, op, params, target, getattr(heronlike.ops, op)(**params, dtype=dtype))
+
+
 # ------------------------------------------------------------------------------------------------
 # tuning curves
 
@@ -788,6 +826,40 @@ def time_tvm_kernels(
             out["pytorch"] = (seconds, True, what + " [timed in the kernels' processes]")
         except RuntimeError as err:
             out["pytorch"] = (None, False, f"PyTorch failed: {err}")
+    return out
+
+
+def time_programs(
+    programs: dict[str, Any], space: Any, rounds: int, work: Path
+) -> dict[str, float]:
+    """Median seconds of each program (``name -> tvm.IRModule`` of ``space``'s layout) over
+    ``rounds`` rounds of the harness (:func:`time_tvm_kernels`: fresh processes, every output
+    checked against the reference first, the order rotated from round to round), each built
+    into ``work/<name>.so`` for ``space``'s target.
+
+    Raises:
+        RuntimeError: a program failed or differs from the reference.
+    """
+    import numpy as np
+    import tvm
+
+    from heronlike.reference import random_inputs, reference_outputs
+
+    target = tvm.target.Target(space.target.tvm_target())
+    arrays = random_inputs(space.logical, np.random.default_rng(0))
+    expected = reference_outputs(space.logical, arrays)
+    args = space.prepare_args(arrays)
+    kernels = {}
+    for name, mod in programs.items():
+        path = work / f"{name}.so"
+        tvm.compile(mod, target=target).export_library(str(path))
+        kernels[name] = (path, args)
+    results = time_tvm_kernels(kernels, expected, work, space.target.cores, rounds)
+    out = {}
+    for name, (seconds, correct, message) in results.items():
+        if seconds is None or not correct:
+            raise RuntimeError(f"{name}: {message or 'wrong result'}")
+        out[name] = seconds
     return out
 
 

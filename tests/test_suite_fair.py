@@ -49,6 +49,19 @@ def test_vnni_mode_pads_every_column_to_the_tile() -> None:
     assert run == {"M": 32, "K": 10} and padded == "M 30->32, K 9->10"
 
 
+def test_per_case_benchmarks_run_the_padded_int8_or_the_plain_float32_compute() -> None:
+    int8 = suite.case_compute("G3", "int8", VNNI)
+    assert (int8.name, int8.op, int8.target) == ("G3", "gemm", "dlboost")
+    assert int8.params == {"M": 32, "N": 1008, "K": 2048}
+    shapes = {tuple(int(d) for d in t.shape): str(t.dtype) for t in int8.compute}
+    assert shapes[(32, 1008)] == "int32" and shapes[(32, 2048)] in ("uint8", "int8")
+    f32 = suite.case_compute("G3", "float32", VNNI)
+    assert (f32.target, f32.params) == ("llvm", {"M": 32, "N": 1000, "K": 2048})
+    assert {str(t.dtype) for t in f32.compute} == {"float32"}
+    with pytest.raises(ValueError, match="unsupported dtype 'int4'"):
+        suite.case_compute("G3", "int4", VNNI)
+
+
 def test_mode_follows_the_cpu() -> None:
     from heronlike.dla_targets.dlboost import host_has_vnni
     from heronlike.host import cpu_flags
