@@ -248,13 +248,18 @@ class RuleContext:
         C.add_loop_fuse(self.csp, name, factors)
         return name
 
+    def loops_below(self, stage: str, below: str) -> list[Loop]:
+        """``stage``'s loops nested inside its last ``below``-level loop, outermost first
+        (all of its loops when it has no loop of that level)."""
+        loops = self.states[stage].loops
+        group = [i for i, lp in enumerate(loops) if lp.level == below]
+        return list(loops[(group[-1] + 1) if group else 0 :])
+
     def inner_extent(self, stage: str, axis: str, below: str) -> Operand:
         """The extent of ``axis`` covered by one iteration of the last ``below``-level loop:
         the product of that axis's loops nested inside it (a CSP variable or constant)."""
         st = self.states[stage]
-        group = [i for i, lp in enumerate(st.loops) if lp.level == below]
-        start = (group[-1] + 1) if group else 0
-        inner = [lp.extent for lp in st.loops[start:] if lp.axis == axis]
+        inner = [lp.extent for lp in self.loops_below(stage, below) if lp.axis == axis]
         full = st.stage.axis(axis).extent
         if not inner:
             return 1

@@ -134,11 +134,11 @@ class AddMemLimit(ConstraintRule):
             or not any(lp.level == fp.vector_level for lp in st.loops)
         ):
             return None
-        group = [i for i, lp in enumerate(st.loops) if lp.level == fp.below]
-        start = (group[-1] + 1) if group else 0
         axes = {ax for ax in acc.axes if ax}
         inner = [
-            lp.extent for lp in st.loops[start:] if lp.axis in axes and lp.level != fp.vector_level
+            lp.extent
+            for lp in ctx.loops_below(stage, fp.below)
+            if lp.axis in axes and lp.level != fp.vector_level
         ]
         size = 1
         for d in acc.shape:
