@@ -224,6 +224,13 @@ def heron_to_params(op: str, heron_args: Sequence[int]) -> dict[str, int]:
     return dict(zip(API_ARGS[op], a, strict=True))
 
 
+def split_cases(text: str) -> list[str]:
+    """A ``--cases`` value as case specs: comma-separated names (``G1,C2D1``), or
+    semicolon-separated when any is a shape (``gemm:64,64,64;C2D1``)."""
+    sep = ";" if ";" in text or ":" in text else ","
+    return [c.strip() for c in text.split(sep) if c.strip()]
+
+
 def parse_case(spec: str) -> tuple[str, str, dict[str, int], str]:
     """``(name, op, params, source)`` for a Heron case name or ``op:a,b,c`` in our API order.
 
@@ -1257,7 +1264,7 @@ def run_per_case(
     mode = resolve_mode("auto")
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for spec in args.cases.split(","):
+        for spec in split_cases(args.cases):
             work = Path(tmp) / _dirname(spec)
             work.mkdir()
             found = one_case(spec, args, mode, work)
@@ -1834,8 +1841,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     elif args.cases is None:
         args.case_list = list(QUICK_CASES if args.quick else DEFAULT_CASES)
     else:
-        sep = ";" if ";" in args.cases or ":" in args.cases else ","
-        args.case_list = [c.strip() for c in args.cases.split(sep) if c.strip()]
+        args.case_list = split_cases(args.cases)
     args.redo = [c.strip() for c in args.redo.split(";" if ";" in args.redo else ",") if c.strip()]
     for spec in [*args.case_list, *args.redo]:
         try:
