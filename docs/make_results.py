@@ -1086,6 +1086,21 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1",
             summary=FAIR_VNNI_GEOMEANS,
         ),
+        Table(  # the same nine rows with heronlike 0.2.0 (micro-kernel order, refitted prior)
+            "suite-fair-vnni-xeon-0.2",
+            ("suite_fair-vnni-intel-xeon-emr-lost-rows-0.2.0-2026-11-29.csv",),
+            FAIR_VNNI_COLUMNS,
+            "python benchmarks/suite.py --quick --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1",
+            summary=FAIR_VNNI_GEOMEANS,
+        ),
+        Table(  # ... and on one core (vCPU 0), every column single-threaded
+            "suite-fair-vnni-xeon-1core",
+            ("suite_fair-vnni-intel-xeon-emr-lost-rows-1core-0.2.0-2026-11-29.csv",),
+            FAIR_VNNI_COLUMNS,
+            "taskset -c 0 python benchmarks/suite.py --quick --cases "
+            "G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1",
+            summary=FAIR_VNNI_GEOMEANS,
+        ),
         Table(  # the rows lost at 16 trials, re-run at 64 trials per tuner
             "suite-fair-vnni-64",
             ("suite_fair64-vnni-*.csv",),
