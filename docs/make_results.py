@@ -364,6 +364,17 @@ PRIOR_COLUMNS = (
     Col("at 95 % of its best after 8 trials, on / off", "{on_at_8} / {off_at_8} of {seeds}"),
 )
 
+#: prior_effect.py --baseline <the old prior>: the "off" arm ranks by the old prior
+PRIOR_REFIT_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("final ms, new / old prior (median)", "{on_final_ms:.4f} / {off_final_ms:.4f}"),
+    Col("final kernel, new vs old", "{speedup:.3f}"),
+    Col("first round, new vs old", "{first_round_speedup:.3f}"),
+    Col("tunes faster with the new prior", "{better} of {seeds}"),
+    Col("at 95 % of its best after 8 trials, new / old", "{on_at_8} / {off_at_8} of {seeds}"),
+)
+
 
 def seeds_by_case(raw: list[Row]) -> list[Row]:
     """suite_seeds-*.csv (fair-table rows of the same cases at several seeds, both tuners given
@@ -1113,6 +1124,14 @@ TABLES: dict[str, Table] = {
             ("prior_effect-*.csv",),
             PRIOR_COLUMNS,
             "python benchmarks/prior_effect.py --seeds 3",
+            rows=prior_by_case,
+        ),
+        Table(  # the refitted prior against the one it replaced, in tunes
+            "prior-refit",
+            ("prior_refit-*.csv",),
+            PRIOR_REFIT_COLUMNS,
+            "python benchmarks/prior_effect.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1 "
+            "--seeds 3 --baseline benchmarks/priors/dlboost-2026-11-28.json",
             rows=prior_by_case,
         ),
         Table(
