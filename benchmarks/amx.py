@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.suite import parse_case  # noqa: E402
+from benchmarks.suite import parse_case, split_cases  # noqa: E402
 from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args(argv)
-    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    cases = split_cases(args.cases)
     date = dt.date.today().isoformat()
     cpu = machine_slug()
     if args.command == "compare":

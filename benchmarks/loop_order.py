@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +34,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
-
 
 from benchmarks import suite  # noqa: E402
 from heronlike.dla_targets.dlboost import DLBoostTarget  # noqa: E402
@@ -112,7 +110,7 @@ def one_case(spec: str, a: argparse.Namespace, mode: suite.Mode, work: Path) -> 
         target=micro.target.key,
         points=len(points),
         seed=a.seed,
-        geomean_speedup=math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
+        geomean_speedup=suite.geomean(ratios),
         min_speedup=min(ratios),
         max_speedup=max(ratios),
         best_ansor_ms=min(ansor_ms),

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -134,10 +133,6 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     return rows
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = suite.per_case_parser(__doc__, DEFAULT_CASES)
     p.add_argument("--seeds", type=int, default=2)
@@ -165,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} tunes per arm ({cpu_model()}, {mode.target}, {a.trials} trials):")
     off = f"the baseline prior ({a.baseline_prior.source})" if a.baseline_prior else "off"
     print(f"  off arm: {off}")
-    print(f"  first round, prior on vs off: geomean {geomean(first):.3f}x")
+    print(f"  first round, prior on vs off: geomean {suite.geomean(first):.3f}x")
     print(
-        f"  final kernel, prior on vs off: geomean {geomean(final):.3f}x "
+        f"  final kernel, prior on vs off: geomean {suite.geomean(final):.3f}x "
         f"(better on {sum(s > 1 for s in final)}, worse on {sum(s < 1 for s in final)})"
     )
     return 0

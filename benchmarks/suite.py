@@ -1842,7 +1842,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.case_list = list(QUICK_CASES if args.quick else DEFAULT_CASES)
     else:
         args.case_list = split_cases(args.cases)
-    args.redo = [c.strip() for c in args.redo.split(";" if ";" in args.redo else ",") if c.strip()]
+    args.redo = split_cases(args.redo)
     for spec in [*args.case_list, *args.redo]:
         try:
             parse_case(spec)
