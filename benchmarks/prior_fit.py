@@ -22,9 +22,17 @@ Then it fits on every workload and prints the weights as the Python mapping a ta
 to see what they add (``--without tile.loads``). ``--current T`` also checks the prior target
 ``T`` uses today (``dlboost``) on the same workloads, as it is (it was fitted on other records,
 so no workload is left out): whether a refit ranks these records better than it.
+``--hold-out CASES`` leaves the workloads of those suite cases out of every fit and checks the
+final fit on them (the cases a tune-level check of the prior then runs out of sample).
+
+Records are read as points of today's space: each trial's knobs, its derived variables
+recomputed; trials whose knobs today's constraints reject are left out
+(:func:`current_points`).
 
     python benchmarks/prior_fit.py benchmarks/out/resnet50-qdq-int8.sqlite \\
         benchmarks/out/suite-*/*/heronlike/records.sqlite --target dlboost
+    python benchmarks/prior_fit.py int8.sqlite float32.sqlite --current dlboost \\
+        --hold-out G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1
 """
 
 from __future__ import annotations
@@ -44,14 +52,17 @@ if str(REPO_ROOT) not in sys.path:
 
 from heronlike.features import ScheduleFeatures  # noqa: E402
 from heronlike.prior import GENERIC_FEATURES, LinearPrior, fit_linear_prior  # noqa: E402
-from heronlike.space import generate_space  # noqa: E402
+from heronlike.space import Space, generate_space  # noqa: E402
 
 Workload = tuple[list[str], np.ndarray, np.ndarray]
 
 
-def load(paths: list[Path], target: str, min_trials: int) -> tuple[list[Workload], list[str]]:
+def load(
+    paths: list[Path], target: str, min_trials: int, keys: list[str] | None = None
+) -> tuple[list[Workload], list[str]]:
     """``(names, features, latencies)`` of every usable workload, and the skipped ones'
-    reasons."""
+    reasons; each usable workload's key is appended to ``keys`` (in the same order) when given.
+    """
     import tvm.script
 
     out: list[Workload] = []
@@ -72,13 +83,58 @@ def load(paths: list[Path], target: str, min_trials: int) -> tuple[list[Workload
                 try:
                     space = generate_space(tvm.script.from_source(text), tk)
                     featurizer = ScheduleFeatures(space)
-                    assignments = [json.loads(a) for a, _ in rows]
-                    x, names = featurizer(assignments), list(featurizer.names)
+                    points, latencies = current_points(space, rows)
+                    if len(points) < min_trials:
+                        raise ValueError(f"{len(points)} of {len(rows)} trials fit today's space")
+                    x, names = featurizer(points), list(featurizer.names)
                 except Exception as exc:  # noqa: BLE001 - a space the current rules changed
                     skipped.append(f"{path}:{wk}: {type(exc).__name__} {exc}")
                     continue
-                out.append((names, x, np.array([lat for _, lat in rows])))
+                out.append((names, x, np.array(latencies)))
+                if keys is not None:
+                    keys.append(wk)
     return out, skipped
+
+
+def current_points(space: Space, rows: list[tuple[str, float]]) -> tuple[list[dict], list[float]]:
+    """The records ``(assignment JSON, latency)`` as points of today's ``space``: each
+    record's knobs, every derived variable recomputed (:meth:`heronlike.csp.CSP.complete`), so
+    features see what a tune sees today (a register reserve grown since, say); the records
+    whose knobs today's constraints reject (a tile that spilled before the reserve grew) are
+    left out, with their latencies."""
+    knobs = space.csp.knobs
+    steps, determined = space.csp.derivation(knobs)
+    points, latencies = [], []
+    for text, latency in rows:
+        recorded = json.loads(text)
+        point = (
+            space.csp.complete({k: recorded[k] for k in knobs if k in recorded}, steps)
+            if determined
+            else None
+        )
+        if point is not None:
+            points.append(point)
+            latencies.append(latency)
+    return points, latencies
+
+
+def case_keys(cases: str) -> set[str]:
+    """The workload keys of the suite's ``cases`` (``benchmarks/suite.py`` names or shapes,
+    comma-separated) as :mod:`benchmarks.prior_records` records them: int8 on this CPU's DL
+    Boost mode, padded to the intrinsic and as given, and float32 on the general rule set."""
+    from benchmarks import suite
+    from heronlike import ops
+
+    mode = suite.resolve_mode("auto")
+    out = set()
+    for spec in suite.split_cases(cases):
+        _, op, params, _ = suite.parse_case(spec)
+        computes = [(getattr(ops, op)(**params, dtype="int8"), mode.target)]
+        for dtype in ("int8", "float32"):
+            case = suite.case_compute(spec, dtype, mode)
+            computes.append((case.compute, case.target))
+        out |= {generate_space(c, t).workload_key for c, t in computes}
+    return out
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -148,9 +204,25 @@ def main(argv: list[str] | None = None) -> int:
         choices=GENERIC_FEATURES,
         help="check (and fit) a second time without the generic feature F (repeatable)",
     )
+    p.add_argument(
+        "--hold-out",
+        metavar="CASES",
+        default="",
+        help="fit without the workloads of these suite cases (comma-separated) and check the "
+        "fit on them: the cases a later tune-level check runs out of sample",
+    )
     a = p.parse_args(argv)
-    data, skipped = load(a.records, a.target, a.min_trials)
-    print(f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials; skipped {len(skipped)}")
+    keys: list[str] = []
+    data, skipped = load(a.records, a.target, a.min_trials, keys)
+    held: list[Workload] = []
+    if a.hold_out:
+        out = case_keys(a.hold_out)
+        held = [w for w, k in zip(data, keys) if k in out]
+        data = [w for w, k in zip(data, keys) if k not in out]
+    print(
+        f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials "
+        f"({len(held)} more held out); skipped {len(skipped)}"
+    )
     if len(data) < 3:
         print("need at least 3 workloads", file=sys.stderr)
         return 1
@@ -163,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
 
         current = get_target(a.current).prior()
         print(report(f"the prior of {a.current} today", data, a, lambda _: current))
+        if held:
+            print(report(f"the prior of {a.current} today, held out", held, a, lambda _: current))
     for label, features in feature_sets:
 
         def fit_without(i: int, features: tuple[str, ...] = features) -> LinearPrior:
@@ -170,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(report(f"{label}, leave-one-workload-out", data, a, fit_without))
         prior = fit_linear_prior(data, features=features, ridge=a.ridge)
+        if held:
+            print(report(f"{label}, the {len(held)} held out", held, a, lambda _, p=prior: p))
         print("weights = {")
         for name, w in prior.weights.items():
             print(f'    "{name}": {w:+.4f},')

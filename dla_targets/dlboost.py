@@ -9,9 +9,11 @@ vectors); the implementation below passes ``uint8x64``/``int8x64`` operands.
 
 Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per core (read from
 ``/sys``), the cores this process may run on. Target strings: ``"dlboost"``, ``"llvm"``,
-``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>`` and
-``-general``. ``"llvm"`` and ``"x86"`` mean ``"dlboost -general"`` (:attr:`name_options`; the
-same space and records key): the CPU target for any compute TVM can build.
+``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>``,
+``-general`` and ``-accumulators[=auto|<n>]`` (a register tile of at least that many
+``vpdpbusd`` accumulators: :attr:`DLBoostTarget.accumulators`). ``"llvm"`` and ``"x86"``
+mean ``"dlboost -general"`` (:attr:`name_options`; the same space and records key): the CPU
+target for any compute TVM can build.
 
 Any shape: a stage whose extents VNNI's 16 × 4 tile does not divide (``N = 1000``, primes) is
 padded inside the kernel (:class:`heronlike.rules.pad.PadToIntrinsic`, measured).
@@ -40,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from heronlike.errors import HostFeatureError
+from heronlike.errors import HostFeatureError, UnknownTargetError
 from heronlike.host import cpu_flags
 from heronlike.intrinsic import Intrinsic
 from heronlike.prior import LinearPrior
@@ -53,6 +55,7 @@ from heronlike.rules.general import (
     VectorizeGeneral,
 )
 from heronlike.rules.inline import AlwaysInline, MaterializeOperand
+from heronlike.rules.latency import HideLatency
 from heronlike.rules.mem_limit import AddMemLimit, Footprint
 from heronlike.rules.pad import PadToIntrinsic
 from heronlike.rules.parallel import (
@@ -98,6 +101,12 @@ RESERVED_REGISTERS = reserved_registers(VECTOR_REGISTERS)
 #: two 512-bit VNNI ports on Intel server cores, one (double-pumped) on AMD Zen 4/5
 _OPS_PER_CYCLE = {"znver4": 128, "znver5": 256}
 _DEFAULT_OPS_PER_CYCLE = 256
+#: independent accumulators that keep ``vpdpbusd`` busy (C6.HideLatency): its latency in
+#: cycles times the instructions issued per cycle, by LLVM CPU name. Intel server cores: 5 × 2
+#: (uops.info, Ice Lake-SP and Sapphire Rapids); Zen 4: 4 × 1 (one double-pumped 512-bit
+#: unit); Zen 5: 4 × 2 (its latency assumed equal to Zen 4's)
+_ACCUMULATORS = {"znver4": 4, "znver5": 8}
+_DEFAULT_ACCUMULATORS = 10
 
 
 def _vnni_functions(compact_b: bool = False) -> tuple[Any, Any]:
@@ -372,7 +381,7 @@ class DLBoostTarget(DLATarget):
     ``-general`` on a CPU without VNNI, onto ``vpmaddwd`` (AVX2 / AVX-512BW)."""
 
     names = ("dlboost", "llvm", "x86")
-    option_names = ("mcpu", "num-cores", "general")
+    option_names = ("mcpu", "num-cores", "general", "accumulators")
     #: ``"llvm"`` and ``"x86"`` tune any compute: VNNI where a stage maps onto it and the CPU
     #: has it, the general rule set for the rest (``"llvm -general=0"`` is ``"dlboost"``)
     name_options = {"llvm": {"general": True}, "x86": {"general": True}}
@@ -381,6 +390,7 @@ class DLBoostTarget(DLATarget):
     def __init__(self, **options: str | bool) -> None:
         super().__init__(**options)
         self.requires_intrinsic = not self.general
+        self.accumulators  # noqa: B018 (a bad -accumulators fails here, not at tuning)
 
     @property
     def general(self) -> bool:
@@ -409,10 +419,41 @@ class DLBoostTarget(DLATarget):
             return int(self.options["num-cores"])
         return len(os.sched_getaffinity(0))
 
+    @property
+    def accumulators(self) -> int:
+        """The least number of independent ``vpdpbusd`` accumulators a VNNI stage's register
+        tile must hold (:class:`~heronlike.rules.latency.HideLatency`): 0 (no such constraint)
+        unless ``-accumulators`` is given: ``-accumulators`` or ``-accumulators=auto`` takes
+        the latency × issue rate of ``-mcpu``'s cores, ``-accumulators=N`` the count ``N``.
+
+        Off by default: on the Xeon the search already picks tiles of 10 or more accumulators
+        in most tunes, and the constraint did not make 16-trial tunes faster (0.995× over 18;
+        docs/results.md, "Latency-hiding register tiles").
+
+        Raises:
+            UnknownTargetError: ``-accumulators`` is neither ``auto`` nor a non-negative
+                integer (raised when the target is built).
+        """
+        value = self.options.get("accumulators", 0)
+        if value is True or str(value).lower() == "auto":
+            return _ACCUMULATORS.get(self.mcpu, _DEFAULT_ACCUMULATORS)
+        try:
+            count = int(str(value))
+        except ValueError:
+            count = -1
+        if count < 0:
+            raise UnknownTargetError(
+                "-accumulators must be auto or a non-negative integer (0: no constraint), "
+                f"got {value!r}"
+            )
+        return count
+
     def resolved_options(self) -> dict[str, str | bool]:
         out: dict[str, str | bool] = {"mcpu": self.mcpu, "num-cores": str(self.cores)}
         if self.general:
             out["general"] = True
+        if self.accumulators:  # a smaller space: its own records key
+            out["accumulators"] = str(self.accumulators)
         return out
 
     @property
@@ -533,4 +574,6 @@ class DLBoostTarget(DLATarget):
                 ]
             ),
             UseAllCores(),
+            # vpmaddwd's chain is its 1-cycle add: only VNNI needs a latency-hiding tile
+            HideLatency(self.accumulators if VNNI in self.intrinsics else 0),
         )

@@ -376,6 +376,45 @@ PRIOR_REFIT_COLUMNS = (
 )
 
 
+def options_by_case(raw: list[Row]) -> list[Row]:
+    """target_options-*.csv: :func:`prior_by_case` with the option's arm as "on" and the plain
+    target's as "off", plus how many of each arm's picks had fewer than ``FEW_ACCUMULATORS``
+    accumulators."""
+    renamed = [
+        {k.replace("option_", "on_").replace("base_", "off_"): v for k, v in r.items()} for r in raw
+    ]
+    out = prior_by_case(renamed)
+    cases = {head["case"]: rs for head, rs in _by_case(renamed)}
+    for row in out:
+        rs = cases.get(row["case"], renamed)  # the summary row: every tune
+        row["on_few"] = sum(r["on_accumulators"] < FEW_ACCUMULATORS for r in rs)
+        row["off_few"] = sum(r["off_accumulators"] < FEW_ACCUMULATORS for r in rs)
+    return out
+
+
+#: the latency-hiding count of ``vpdpbusd`` accumulators on an Intel core (5 cycles × 2 a cycle)
+FEW_ACCUMULATORS = 10
+
+OPTIONS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("final ms, with / without (median)", "{on_final_ms:.4f} / {off_final_ms:.4f}"),
+    Col("final kernel, with vs without", "{speedup:.3f}"),
+    Col("first round, with vs without", "{first_round_speedup:.3f}"),
+    Col("tunes faster with it", "{better} of {seeds}"),
+    Col("picks with < 10 accumulators, with / without", "{on_few} / {off_few} of {seeds}"),
+)
+
+REGISTER_TILE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("register tile (rows × vectors)", "{tile}"),
+    Col("accumulators", "{accumulators}"),
+    Col("ms (median)", "{ms:.3f}"),
+    Col("of the best tile", "{vs_best:.2f}"),
+    Col("vs PyTorch", "{vs_pytorch:.2f}"),
+)
+
+
 def seeds_by_case(raw: list[Row]) -> list[Row]:
     """suite_seeds-*.csv (fair-table rows of the same cases at several seeds, both tuners given
     each seed): one row per case, the medians over the seeds and how many seeds heronlike won."""
@@ -1133,6 +1172,20 @@ TABLES: dict[str, Table] = {
             "python benchmarks/prior_effect.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1 "
             "--seeds 3 --baseline benchmarks/priors/dlboost-2026-11-28.json",
             rows=prior_by_case,
+        ),
+        Table(  # a register tile of at least the latency-hiding count, in tunes
+            "target-options-accumulators",
+            ("target_options-*.csv",),
+            OPTIONS_COLUMNS,
+            "python benchmarks/target_options.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1 "
+            "--seeds 3",
+            rows=options_by_case,
+        ),
+        Table(  # one GEMM schedule, register tiles of 1 to 16 accumulators
+            "register-tiles",
+            ("register_tiles-*.csv",),
+            REGISTER_TILE_COLUMNS,
+            "python benchmarks/register_tiles.py",
         ),
         Table(
             "loop-order",

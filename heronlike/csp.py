@@ -13,7 +13,7 @@ An *assignment* maps every variable name to an ``int``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Operand = str | int
@@ -306,6 +306,33 @@ class CSP:
                     todo.remove(c)
                     progress = True
         return steps, have >= set(self.vars)
+
+    def complete(
+        self,
+        knobs: Mapping[str, int],
+        steps: Sequence[tuple[str, Constraint]] | None = None,
+    ) -> dict[str, int] | None:
+        """The full assignment that ``knobs`` (knob name -> value) imply, every derived
+        variable computed by :meth:`derivation`'s ``steps`` (computed here when not given); None
+        when the knobs do not determine every variable or the assignment breaks a range or a
+        constraint. How a stored record's knobs are re-read in today's space (whose derived
+        variables may have changed, e.g. a larger register reserve)."""
+        if steps is None:
+            steps, determined = self.derivation(knobs)
+            if not determined:
+                return None
+        a = dict(knobs)
+        for name, var in self.vars.items():
+            if var.lo == var.hi and name not in a:
+                a[name] = var.lo
+        for name, c in steps:
+            value = derive(c, name, a)
+            if value is None:
+                return None
+            a[name] = value
+        if set(a) != set(self.vars):
+            return None
+        return None if self.violations(a) else a
 
     def violations(self, a: Assignment) -> list[str]:
         """Every range or constraint that ``a`` breaks, as text; empty when ``a`` is valid.

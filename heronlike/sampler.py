@@ -25,7 +25,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 from ortools.util.python import sorted_interval_list
 
-from .csp import CSP, Constraint, Eq, In, Le, Operand, Prod, Select, Sum, derive
+from .csp import CSP, Constraint, Eq, In, Le, Operand, Prod, Select, Sum
 from .errors import InfeasibleSpaceError, SolverTimeoutError
 
 __all__ = ["RandSAT", "SamplerStats", "solve_one"]
@@ -277,16 +277,7 @@ class _Plan:
 
     def _evaluate(self, knobs: dict[str, int]) -> dict[str, int] | None:
         """The full assignment the knob values imply, or None if it breaks a constraint."""
-        a = dict(knobs)
-        for name, var in self.csp.vars.items():
-            if var.lo == var.hi and name not in a:
-                a[name] = var.lo
-        for name, c in self.steps:
-            value = derive(c, name, a)
-            if value is None:
-                return None
-            a[name] = value
-        return None if self.csp.violations(a) else a
+        return self.csp.complete(knobs, self.steps)
 
     def hints(self, rng: np.random.Generator, tries: int = 128) -> dict[str, int]:
         """A random hint: factorisations for PROD knobs, uniform candidates for the others.

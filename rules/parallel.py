@@ -144,7 +144,7 @@ class UseAllCores(ConstraintRule):
                     self._serial_knob(ctx, stage, lp.extent, need)
                 else:
                     ctx.csp.add(Le(need, lp.extent))
-                values = _extent_values(ctx.csp, lp.extent, ctx.csp.vars[lp.extent].hi)
+                values = extent_values(ctx.csp, lp.extent, ctx.csp.vars[lp.extent].hi)
                 if values is None or need <= 1:
                     continue
                 parallel = [v for v in values if v >= need]
@@ -178,11 +178,11 @@ def balance(extent: int, cores: int) -> float:
     return extent / (cores * math.ceil(extent / cores))
 
 
-#: extents with more values than this are not enumerated (:func:`_extent_values`)
+#: extents with more values than this are not enumerated (:func:`extent_values`)
 _MAX_VALUES = 4096
 
 
-def _extent_values(csp: CSP, name: str, cap: int) -> set[int] | None:
+def extent_values(csp: CSP, name: str, cap: int) -> set[int] | None:
     """Every value up to ``cap`` the loop extent ``name`` can take: a fused loop's (PROD)
     products of its factors' values, a split factor's IN candidates; None when some factor is
     not so bounded (a plain range) or there are more than ``_MAX_VALUES`` values."""
@@ -190,7 +190,7 @@ def _extent_values(csp: CSP, name: str, cap: int) -> set[int] | None:
         if isinstance(c, Prod) and c.target == name:
             values = {1}
             for f in c.factors:
-                fv = {f} if isinstance(f, int) else _extent_values(csp, f, cap)
+                fv = {f} if isinstance(f, int) else extent_values(csp, f, cap)
                 if fv is None:
                     return None
                 values = {a * b for a in values for b in fv if a * b <= cap}

@@ -142,3 +142,10 @@ def test_derivation_computes_every_derived_variable() -> None:
     assert csp.violations(a) == []
     _, partial = csp.derivation(["a"])
     assert not partial
+    # complete(): the same assignment from the knobs alone; None when a knob is missing or the
+    # derived values break a constraint (a record of a space whose limits have since changed)
+    assert csp.complete({"a": 3, "b": 5, "pos": 1}) == a
+    assert csp.complete({"a": 3, "b": 5}) is None
+    csp.add(Le("bytes", 40))
+    assert csp.complete({"a": 3, "b": 5, "pos": 1}) is None
+    assert csp.complete({"a": 3, "b": 2, "pos": 1}, steps)["bytes"] == 28

@@ -187,6 +187,40 @@ def test_register_reserve_holds_the_micro_kernels_operands() -> None:
         assert not [line for line in body if "%zmm" in line and "(%rsp)" in line]
 
 
+def test_register_tile_hides_the_vnni_latency() -> None:
+    """C6.HideLatency with ``-accumulators=auto`` on an Intel core (``vpdpbusd``: 5 cycles, 2 a
+    cycle): every program's register tile has at least 10 accumulators, distinct zmm registers
+    that the micro-kernel's loop updates with ``vpdpbusd``; without the option the space is as
+    before (tiles of fewer, no new variable, the same records key); a shape that allows fewer
+    gets the most it allows, never an empty space; Zen 4 needs 4."""
+    target = "dlboost -mcpu=cascadelake"  # compiled only: any x86 host
+    space = generate_space(ops.gemm(256, 256, 256), f"{target} -accumulators=auto")
+    assert space.target.accumulators == 10
+    assert "-accumulators=10" in space.target.key  # its own records key
+    points = RandSAT(space.csp, seed=0).sample(12)
+    assert all(p["C.v_i.S2"] * p["C.v_j.S2"] >= 10 for p in points)
+    assembly = BuiltKernel(space, points[0], space.target.tvm_target()).assembly
+    (body, *_) = _innermost_loops(assembly, "vpdpbusd")
+    written = {line.split(",")[-1].strip() for line in body if "vpdpbusd" in line}
+    assert len(written) == points[0]["C.v_i.S2"] * points[0]["C.v_j.S2"] >= 10
+
+    free = generate_space(ops.gemm(256, 256, 256), target)
+    assert free.target.accumulators == 0 and "accumulators" not in free.target.key
+    assert "C.accumulators" not in free.csp.vars
+    tiles = [p["C.v_i.S2"] * p["C.v_j.S2"] for p in RandSAT(free.csp, seed=0).sample(12)]
+    assert min(tiles) < 10
+
+    # 2 rows by 4 vectors of 16 columns: 8 accumulators at most
+    small = generate_space(ops.gemm(2, 64, 256), f"{target} -accumulators=auto")
+    assert Le(8, "C.accumulators") in small.csp.constraints
+    assert all(p["C.accumulators"] == 8 for p in RandSAT(small.csp, seed=0).sample(4))
+
+    assert get_target("dlboost -mcpu=znver4 -accumulators").accumulators == 4
+    assert get_target("dlboost -accumulators=12").accumulators == 12
+    with pytest.raises(UnknownTargetError, match="accumulators"):
+        get_target("dlboost -accumulators=-1")
+
+
 # -- CSP -----------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,122 @@
+"""One int8 GEMM schedule with different register tiles, timed side by side (issue 25).
+
+Every program shares the schedule of a good G1 kernel (8 × 2 parallel tiles, the
+reduction split 64 × 4 × 4, the cache-tile order, write-back and unroll depth) and differs
+only in its register tile ``m × n`` (``m`` rows by ``n`` vectors of 16 columns: ``m·n``
+``vpdpbusd`` accumulators), the cache tile taking up the rest. Built on the target with
+``-accumulators=0`` so that tiles below the latency-hiding count
+(:class:`heronlike.rules.latency.HideLatency`) are points of the space; timed by the suite's
+harness (fresh processes, outputs checked, the order rotated each round) beside PyTorch's
+fastest int8 path (its oneDNN capped at AVX512-VNNI on a CPU with AMX, as in the suite).
+
+    python benchmarks/register_tiles.py                        # G1 (GEMM 1024^3), 10 tiles
+    python benchmarks/register_tiles.py --cases "gemm:512,512,512" --tiles 8x2,4x2 --rounds 3
+
+Writes ``benchmarks/results/register_tiles-<cpu>-<date>.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import suite  # noqa: E402
+from heronlike.host import machine_stamp  # noqa: E402
+from heronlike.space import generate_space  # noqa: E402
+
+TILES = "16x1,8x2,4x4,2x8,8x1,4x2,2x4,4x1,2x2,1x1"
+
+
+def knobs(params: dict[str, int], m: int, n: int) -> dict[str, int]:
+    """The G1-like schedule of a GEMM ``M × N × K`` with an ``m × n`` register tile.
+
+    Raises:
+        ValueError: the shape is not split that way (``M`` by ``8·m``, ``N`` by ``32·n``,
+            ``K`` by 16).
+    """
+    M, N, K = params["M"], params["N"], params["K"]
+    if M % (8 * m) or N % (32 * n) or K % 16:
+        raise ValueError(f"GEMM {M}x{N}x{K} has no {m}x{n} tile under 8 x 2 parallel tiles")
+    return {
+        "C.v_i.S0": 8,
+        "C.v_i.S1": M // 8 // m,
+        "C.v_i.S2": m,
+        "C.v_j.S0": 2,
+        "C.v_j.S1": N // 32 // n,
+        "C.v_j.S2": n,
+        "C.v_k.R0": K // 16,
+        "C.v_k.R1": 4,
+        "C.order@S1.v_i": 2,
+        "C.order@S1.v_j": 1,
+        "C.write_back.pos": 0,
+        "C.unroll": 64,
+    }
+
+
+def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
+    case = suite.case_compute(spec, "int8", mode)
+    if case.op != "gemm":
+        raise ValueError(f"{spec}: register_tiles.py times GEMMs only, not {case.op}")
+    space = generate_space(case.compute, f"{mode.target} -accumulators=0")
+    tiles = [tuple(int(v) for v in t.split("x")) for t in a.tiles.split(",")]
+    programs = {}
+    for m, n in tiles:
+        point = space.csp.complete(knobs(case.params, m, n))
+        if point is None:
+            raise ValueError(f"{spec}: the {m}x{n} tile is no point of {space.target.key}")
+        programs[f"{m}x{n}"] = space.program(point)
+    seconds = suite.time_programs(programs, space, a.rounds, work)
+    torch_s, torch_path = suite.time_pytorch("gemm", case.params, space.target.cores)
+    best = min(seconds.values())
+    ops_count = 2 * case.params["M"] * case.params["N"] * case.params["K"]
+    rows = []
+    for m, n in tiles:
+        s = seconds[f"{m}x{n}"]
+        rows.append(
+            dict(
+                case=case.name,
+                shape_run=suite._params_text(case.params),
+                tile=f"{m}x{n}",
+                accumulators=m * n,
+                ms=s * 1e3,
+                gops=ops_count / s / 1e9,
+                vs_best=best / s,
+                pytorch_ms=torch_s * 1e3 if torch_s else None,
+                pytorch_path=torch_path,
+                pytorch_isa_cap=os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
+                vs_pytorch=torch_s / s if torch_s else None,
+                rounds=a.rounds,
+                threads=space.target.cores,
+                target=space.target.key,
+                **machine_stamp(),
+            )
+        )
+        print(
+            f"[{case.name}] {m}x{n}: {m * n:2d} accumulators, {s * 1e3:7.3f} ms, "
+            f"{best / s:5.2f} of the best, {rows[-1]['vs_pytorch'] or 0:5.2f}x PyTorch",
+            flush=True,
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = suite.per_case_parser(__doc__, ("G1",))
+    p.add_argument("--tiles", default=TILES, help="register tiles m x n, comma-separated")
+    p.add_argument("--rounds", type=int, default=5, help="harness rounds")
+    a = p.parse_args(argv)
+    mode = suite.cap_pytorch_isa(suite.resolve_mode("auto"))  # PyTorch on VNNI too, not AMX
+    if mode.name != "vnni":
+        print("this CPU has no AVX512-VNNI: nothing to measure", file=sys.stderr)
+        return 1
+    _, path = suite.run_per_case(a, one_case, "register_tiles")
+    return 0 if path else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

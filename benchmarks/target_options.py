@@ -1,0 +1,133 @@
+"""What a target option buys: tunes with and without it, re-timed side by side (issue 25).
+
+For each case and seed, two tunes of the same compute with the same seed, explorer, budget and
+prior, one after the other in this process: ``base`` on this CPU's target as the suite builds
+it (``dlboost``), ``option`` on that target plus ``--options`` (default ``-accumulators=auto``:
+a register tile of at least the latency-hiding count of accumulators,
+:class:`heronlike.rules.latency.HideLatency`); the arm that runs first alternates with the
+seed. Both picks are then timed by the suite's
+harness (:func:`benchmarks.suite.time_programs`: fresh processes, outputs checked, the order
+rotated each round). Per row:
+
+* ``*_first_ms``: the best tuning-time latency after the first round;
+* ``*_final_ms``: the harness's median of the kernel the tune returned;
+* ``*_trials_to_95``: trials until the tune's best reached 95 % of its final tuning-time best;
+* ``*_accumulators``: the picked register tile's ``vpdpbusd`` accumulators (its register
+  bytes less the reserve, in 64-byte registers; the largest over the program's stages);
+* ``speedup``: ``base_final_ms / option_final_ms`` (> 1: the tune with the option found the
+  faster kernel).
+
+    python benchmarks/target_options.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1
+    python benchmarks/target_options.py --cases G1 --seeds 1 --trials 8      # a quick look
+
+Writes ``benchmarks/results/target_options-<cpu>-<date>.csv`` and prints the geomeans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import suite  # noqa: E402
+from benchmarks.prior_effect import tune_arm  # noqa: E402
+from heronlike.dla_targets.dlboost import RESERVED_REGISTERS, VECTOR_BYTES  # noqa: E402
+from heronlike.host import cpu_model, machine_stamp  # noqa: E402
+
+#: the Xeon's rows lost to PyTorch at 16 trials (docs/results.md) and two it wins
+DEFAULT_CASES = ("G1", "C1D5", "C3D1", "C3D3", "B1", "D1")
+
+
+def _ms(seconds: float | None) -> float | None:
+    return seconds * 1e3 if seconds else None
+
+
+def accumulators(assignment: dict[str, int]) -> int | None:
+    """The register tile's accumulators of a DL Boost program: its ``<stage>.register.bytes``
+    less the reserve, in vector registers (the largest over its stages; None without one)."""
+    tiles = [v for k, v in assignment.items() if k.endswith(".register.bytes")]
+    if not tiles:
+        return None
+    return (max(tiles) - RESERVED_REGISTERS * VECTOR_BYTES) // VECTOR_BYTES
+
+
+def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
+    case = suite.case_compute(spec, "int8", mode)
+    targets = {"option": f"{mode.target} {a.options}", "base": mode.target}
+    rows = []
+    for seed in range(a.seeds):
+        arms = {}
+        for arm in tuple(targets) if seed % 2 == 0 else tuple(reversed(targets)):
+            folder = work / f"{arm}-{seed}"
+            folder.mkdir(exist_ok=True)
+            arms[arm] = tune_arm(case.compute, targets[arm], a, seed, True, folder)
+        (w, w_first, w_95), (wo, wo_first, wo_95) = arms["option"], arms["base"]
+        programs = {
+            f"option-{seed}": w.space.program(w.assignment),
+            f"base-{seed}": wo.space.program(wo.assignment),
+        }
+        timed = suite.time_programs(programs, wo.space, a.rounds, work)
+        w_ms, wo_ms = _ms(timed[f"option-{seed}"]), _ms(timed[f"base-{seed}"])
+        row = dict(
+            case=case.name,
+            op=case.op,
+            shape_run=suite._params_text(case.params),
+            target=wo.target_key,
+            options=a.options,
+            explorer=a.explorer,
+            trials=a.trials,
+            batch=a.batch,
+            seed=seed,
+            option_first_ms=_ms(w_first),
+            base_first_ms=_ms(wo_first),
+            option_final_ms=w_ms,
+            base_final_ms=wo_ms,
+            speedup=wo_ms / w_ms if w_ms and wo_ms else None,
+            first_round_speedup=wo_first / w_first if w_first and wo_first else None,
+            option_trials_to_95=w_95,
+            base_trials_to_95=wo_95,
+            option_accumulators=accumulators(w.assignment),
+            base_accumulators=accumulators(wo.assignment),
+            rounds=a.rounds,
+            threads=w.space.target.cores,
+            **machine_stamp(),
+        )
+        rows.append(row)
+        print(
+            f"[{case.name} seed {seed}] first round {row['option_first_ms']:.4f} vs "
+            f"{row['base_first_ms']:.4f} ms; final {w_ms:.4f} vs {wo_ms:.4f} ms "
+            f"(with vs without {a.options}): {row['speedup']:.3f}x; accumulators "
+            f"{row['option_accumulators']} vs {row['base_accumulators']}",
+            flush=True,
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = suite.per_case_parser(__doc__, DEFAULT_CASES)
+    p.add_argument("--options", default="-accumulators=auto", help="the option arm's options")
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--explorer", default="cga")
+    p.add_argument("--rounds", type=int, default=3, help="harness rounds of the side-by-side")
+    a = p.parse_args(argv)
+    a.baseline_prior = None  # tune_arm's: both arms rank their first round by the target's prior
+    rows, path = suite.run_per_case(a, one_case, "target_options")
+    if path is None:
+        return 1
+    final = [r["speedup"] for r in rows if r["speedup"]]
+    first = [r["first_round_speedup"] for r in rows if r["first_round_speedup"]]
+    print(f"\n{len(rows)} tunes per arm ({cpu_model()}, {a.trials} trials, {a.explorer}):")
+    print(f"  first round, with vs without {a.options}: geomean {suite.geomean(first):.3f}x")
+    print(
+        f"  final kernel, with vs without {a.options}: geomean {suite.geomean(final):.3f}x "
+        f"(better on {sum(s > 1 for s in final)}, worse on {sum(s < 1 for s in final)})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""``benchmarks/register_tiles.py`` and ``target_options.py``: the programs they compare are
+points of the space they claim (every tile of the list, the same schedule otherwise), and the
+accumulators they report are the register tile's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+tvm = pytest.importorskip("tvm")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import register_tiles, target_options  # noqa: E402
+from heronlike import ops  # noqa: E402
+from heronlike.sampler import RandSAT  # noqa: E402
+from heronlike.space import generate_space  # noqa: E402
+
+TARGET = "dlboost -mcpu=cascadelake -num-cores=2"  # compiled only: any x86 host
+
+
+def test_every_listed_tile_is_a_point_differing_only_in_its_tile() -> None:
+    params = {"M": 256, "N": 512, "K": 128}
+    space = generate_space(ops.gemm(**params, dtype="int8"), f"{TARGET} -accumulators=0")
+    tiles = [tuple(int(v) for v in t.split("x")) for t in register_tiles.TILES.split(",")]
+    points = []
+    for m, n in tiles:
+        point = space.csp.complete(register_tiles.knobs(params, m, n))
+        assert point is not None, (m, n)
+        assert (point["C.v_i.S2"], point["C.v_j.S2"]) == (m, n)
+        assert target_options.accumulators(point) == m * n
+        points.append(point)
+    tile_knobs = {"C.v_i.S1", "C.v_i.S2", "C.v_j.S1", "C.v_j.S2"}
+    for other in points[1:]:
+        differ = {k for k in space.csp.knobs if other[k] != points[0][k]}
+        assert differ <= tile_knobs
+    with pytest.raises(ValueError, match="no 16x1 tile"):
+        register_tiles.knobs({"M": 64, "N": 512, "K": 128}, 16, 1)
+
+
+def test_accumulators_of_sampled_programs() -> None:
+    space = generate_space(ops.gemm(64, 256, 64, dtype="int8"), TARGET)
+    for point in RandSAT(space.csp, seed=1).sample(6):
+        assert target_options.accumulators(point) == point["C.v_i.S2"] * point["C.v_j.S2"]
