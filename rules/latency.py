@@ -77,9 +77,16 @@ class HideLatency(ConstraintRule):
         for need in needs:
             constraint = Le(need, count)
             try:
-                found = solve_one(ctx.csp, seed=0, extra=[constraint], time_limit_s=5.0)
+                # a deterministic work limit, so a loaded machine cannot change the space
+                found = solve_one(
+                    ctx.csp,
+                    seed=0,
+                    extra=[constraint],
+                    time_limit_s=600.0,
+                    deterministic_time_s=10.0,
+                )
             except InfeasibleSpaceError:
                 continue
-            if found is not None:  # None: CP-SAT timed out, feasibility unknown
+            if found is not None:  # None: CP-SAT ran out of work, feasibility unknown
                 ctx.csp.add(constraint)
                 return
