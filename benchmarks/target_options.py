@@ -65,41 +65,41 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             folder = work / f"{arm}-{seed}"
             folder.mkdir(exist_ok=True)
             arms[arm] = tune_arm(case.compute, targets[arm], a, seed, True, folder)
-        (w, w_first, w_95), (wo, wo_first, wo_95) = arms["option"], arms["base"]
+        (opt, opt_first, opt_95), (base, base_first, base_95) = arms["option"], arms["base"]
         programs = {
-            f"option-{seed}": w.space.program(w.assignment),
-            f"base-{seed}": wo.space.program(wo.assignment),
+            f"option-{seed}": opt.space.program(opt.assignment),
+            f"base-{seed}": base.space.program(base.assignment),
         }
-        timed = suite.time_programs(programs, wo.space, a.rounds, work)
-        w_ms, wo_ms = _ms(timed[f"option-{seed}"]), _ms(timed[f"base-{seed}"])
+        timed = suite.time_programs(programs, base.space, a.rounds, work)
+        opt_ms, base_ms = _ms(timed[f"option-{seed}"]), _ms(timed[f"base-{seed}"])
         row = dict(
             case=case.name,
             op=case.op,
             shape_run=suite._params_text(case.params),
-            target=wo.target_key,
+            target=base.target_key,
             options=a.options,
             explorer=a.explorer,
             trials=a.trials,
             batch=a.batch,
             seed=seed,
-            option_first_ms=_ms(w_first),
-            base_first_ms=_ms(wo_first),
-            option_final_ms=w_ms,
-            base_final_ms=wo_ms,
-            speedup=wo_ms / w_ms if w_ms and wo_ms else None,
-            first_round_speedup=wo_first / w_first if w_first and wo_first else None,
-            option_trials_to_95=w_95,
-            base_trials_to_95=wo_95,
-            option_accumulators=accumulators(w.assignment),
-            base_accumulators=accumulators(wo.assignment),
+            option_first_ms=_ms(opt_first),
+            base_first_ms=_ms(base_first),
+            option_final_ms=opt_ms,
+            base_final_ms=base_ms,
+            speedup=base_ms / opt_ms if opt_ms and base_ms else None,
+            first_round_speedup=base_first / opt_first if opt_first and base_first else None,
+            option_trials_to_95=opt_95,
+            base_trials_to_95=base_95,
+            option_accumulators=accumulators(opt.assignment),
+            base_accumulators=accumulators(base.assignment),
             rounds=a.rounds,
-            threads=w.space.target.cores,
+            threads=opt.space.target.cores,
             **machine_stamp(),
         )
         rows.append(row)
         print(
             f"[{case.name} seed {seed}] first round {row['option_first_ms']:.4f} vs "
-            f"{row['base_first_ms']:.4f} ms; final {w_ms:.4f} vs {wo_ms:.4f} ms "
+            f"{row['base_first_ms']:.4f} ms; final {opt_ms:.4f} vs {base_ms:.4f} ms "
             f"(with vs without {a.options}): {row['speedup']:.3f}x; accumulators "
             f"{row['option_accumulators']} vs {row['base_accumulators']}",
             flush=True,
