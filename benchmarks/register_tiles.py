@@ -6,13 +6,16 @@ only in its register tile ``m × n`` (``m`` rows by ``n`` vectors of 16 columns:
 ``vpdpbusd`` accumulators), the cache tile taking up the rest. Built on the target with
 ``-accumulators=0`` so that tiles below the latency-hiding count
 (:class:`heronlike.rules.latency.HideLatency`) are points of the space; timed by the suite's
-harness (fresh processes, outputs checked, the order rotated each round) beside PyTorch's
-fastest int8 path (its oneDNN capped at AVX512-VNNI on a CPU with AMX, as in the suite).
+harness (fresh processes, outputs checked, the order rotated each round), PyTorch's int8 paths
+timed in the same processes and turns (its oneDNN capped at AVX512-VNNI on a CPU with AMX, as in
+the suite), its fastest kept.
 
     python benchmarks/register_tiles.py                        # G1 (GEMM 1024^3), 10 tiles
+    taskset -c 0 python benchmarks/register_tiles.py           # ... on one core
     python benchmarks/register_tiles.py --cases "gemm:512,512,512" --tiles 8x2,4x2 --rounds 3
 
-Writes ``benchmarks/results/register_tiles-<cpu>-<date>.csv``.
+Writes ``benchmarks/results/register_tiles-<cpu>-<date>.csv`` (``register_tiles-1core-…`` when
+this process may run on one core only, as under ``taskset -c 0``).
 """
 
 from __future__ import annotations
@@ -71,8 +74,11 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
         if point is None:
             raise ValueError(f"{spec}: the {m}x{n} tile is no point of {space.target.key}")
         programs[f"{m}x{n}"] = space.program(point)
-    seconds = suite.time_programs(programs, space, a.rounds, work)
-    torch_s, torch_path = suite.time_pytorch("gemm", case.params, space.target.cores)
+    notes: dict[str, str] = {}
+    seconds = suite.time_programs(
+        programs, space, a.rounds, work, torch_case=("gemm", case.params), notes=notes
+    )
+    torch_s, torch_path = seconds.pop("pytorch", None), notes.get("pytorch", "")
     best = min(seconds.values())
     ops_count = 2 * case.params["M"] * case.params["N"] * case.params["K"]
     rows = []
@@ -114,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     if mode.name != "vnni":
         print("this CPU has no AVX512-VNNI: nothing to measure", file=sys.stderr)
         return 1
-    _, path = suite.run_per_case(a, one_case, "register_tiles")
+    # one core (taskset -c 0) gets its own file: the threads are the target's, the affinity's
+    one_core = len(os.sched_getaffinity(0)) == 1
+    _, path = suite.run_per_case(
+        a, one_case, "register_tiles-1core" if one_core else "register_tiles"
+    )
     return 0 if path else 1
 
 

@@ -837,12 +837,21 @@ def time_tvm_kernels(
 
 
 def time_programs(
-    programs: dict[str, Any], space: Any, rounds: int, work: Path
+    programs: dict[str, Any],
+    space: Any,
+    rounds: int,
+    work: Path,
+    torch_case: tuple[str, dict[str, int]] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """Median seconds of each program (``name -> tvm.IRModule`` of ``space``'s layout) over
     ``rounds`` rounds of the harness (:func:`time_tvm_kernels`: fresh processes, every output
     checked against the reference first, the order rotated from round to round), each built
     into ``work/<name>.so`` for ``space``'s target.
+
+    ``torch_case`` ``(op, params)``: PyTorch's int8 paths are timed in the same processes and
+    turns, its fastest under ``"pytorch"`` (left out when none ran); ``notes``, if given,
+    receives the text naming that path and the others.
 
     Raises:
         RuntimeError: a program failed or differs from the reference.
@@ -861,9 +870,17 @@ def time_programs(
         path = work / f"{name}.so"
         tvm.compile(mod, target=target).export_library(str(path))
         kernels[name] = (path, args)
-    results = time_tvm_kernels(kernels, expected, work, space.target.cores, rounds)
+    results = time_tvm_kernels(
+        kernels, expected, work, space.target.cores, rounds, torch_case=torch_case
+    )
     out = {}
     for name, (seconds, correct, message) in results.items():
+        if name == "pytorch" and name not in programs:
+            if notes is not None:
+                notes[name] = message
+            if seconds is not None:
+                out[name] = seconds
+            continue
         if seconds is None or not correct:
             raise RuntimeError(f"{name}: {message or 'wrong result'}")
         out[name] = seconds

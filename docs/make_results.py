@@ -407,6 +407,7 @@ OPTIONS_COLUMNS = (
 
 REGISTER_TILE_COLUMNS = (
     Col("case", "{case}"),
+    Col("threads", "{threads}"),
     Col("register tile (rows × vectors)", "{tile}"),
     Col("accumulators", "{accumulators}"),
     Col("ms (median)", "{ms:.3f}"),
@@ -1183,9 +1184,9 @@ TABLES: dict[str, Table] = {
         ),
         Table(  # one GEMM schedule, register tiles of 1 to 16 accumulators
             "register-tiles",
-            ("register_tiles-*.csv",),
+            ("register_tiles-[!1]*.csv", "register_tiles-1core-*.csv"),
             REGISTER_TILE_COLUMNS,
-            "python benchmarks/register_tiles.py",
+            "python benchmarks/register_tiles.py; taskset -c 0 python benchmarks/register_tiles.py",
         ),
         Table(
             "loop-order",

@@ -7,8 +7,8 @@ the intrinsic) is a set of accumulators, each updated once per step of the reduc
 issued per cycle, fewer than ``L·N`` accumulators leave units idle: at most ``a / (L·N)`` of the
 peak (Low et al., "Analytical Modeling Is Enough for High-Performance BLIS", ACM TOMS 43(2),
 2016: ``m_r·n_r / N_vec >= L_vfma·N_vfma``). On an Intel Xeon (``vpdpbusd``: ``L`` = 5,
-``N`` = 2) a GEMM 1024³ with an 8 × 2 tile (16 accumulators) ran 1.15× faster than with 4 × 2
-(8) and 1.9× faster than with 2 × 2 (4), everything else the same
+``N`` = 2) a GEMM 1024³ with an 8 × 2 tile (16 accumulators) ran 1.19–1.34× faster than with
+4 × 2 (8) and 2.0–2.3× faster than with 2 × 2 (4), everything else the same
 (``benchmarks/register_tiles.py``, docs/results.md "Latency-hiding register tiles"). In 16-trial
 tunes the bound made no difference (the search already picks large tiles), so the DL Boost
 target adds it only when asked (``dlboost -accumulators``).
