@@ -37,3 +37,8 @@ def test_random_records_of_two_cases_fit_a_prior(tmp_path: Path) -> None:
     prior = fit_linear_prior(data)
     for names, x, _ in data:
         assert prior.score(names, x).shape == (4,) and np.isfinite(prior.score(names, x)).all()
+    # --hold-out: the keys of a suite case name exactly that case's recorded workload
+    keys: list[str] = []
+    prior_fit.load([records], "", min_trials=4, keys=keys)
+    held = prior_fit.case_keys("gemm:32,32,64")
+    assert len(keys) == 2 and sum(k in held for k in keys) == 1
