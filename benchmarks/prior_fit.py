@@ -124,16 +124,15 @@ def case_keys(cases: str) -> set[str]:
     Boost mode, padded to the intrinsic and as given, and float32 on the general rule set."""
     from benchmarks import suite
     from heronlike import ops
+    from heronlike.dag import ComputeDAG
 
     mode = suite.resolve_mode("auto")
     out = set()
     for spec in suite.split_cases(cases):
         _, op, params, _ = suite.parse_case(spec)
-        computes = [(getattr(ops, op)(**params, dtype="int8"), mode.target)]
-        for dtype in ("int8", "float32"):
-            case = suite.case_compute(spec, dtype, mode)
-            computes.append((case.compute, case.target))
-        out |= {generate_space(c, t).workload_key for c, t in computes}
+        computes = [getattr(ops, op)(**params, dtype="int8")]
+        computes += [suite.case_compute(spec, dt, mode).compute for dt in ("int8", "float32")]
+        out |= {ComputeDAG.from_compute(c).workload_key for c in computes}
     return out
 
 

@@ -101,12 +101,14 @@ RESERVED_REGISTERS = reserved_registers(VECTOR_REGISTERS)
 #: two 512-bit VNNI ports on Intel server cores, one (double-pumped) on AMD Zen 4/5
 _OPS_PER_CYCLE = {"znver4": 128, "znver5": 256}
 _DEFAULT_OPS_PER_CYCLE = 256
-#: independent accumulators that keep ``vpdpbusd`` busy (C6.HideLatency): its latency in
-#: cycles times the instructions issued per cycle, by LLVM CPU name. Intel server cores: 5 × 2
-#: (uops.info, Ice Lake-SP and Sapphire Rapids); Zen 4: 4 × 1 (one double-pumped 512-bit
-#: unit); Zen 5: 4 × 2 (its latency assumed equal to Zen 4's)
-_ACCUMULATORS = {"znver4": 4, "znver5": 8}
-_DEFAULT_ACCUMULATORS = 10
+#: ``vpdpbusd``'s latency in cycles, by LLVM CPU name: 5 on Intel server cores (uops.info, Ice
+#: Lake-SP and Sapphire Rapids), 4 on Zen 4 (Zen 5's assumed equal). Times the instructions
+#: issued per cycle (:data:`_OPS_PER_CYCLE` over :data:`_VNNI_OPS`), the accumulators that keep
+#: the units busy (C6.HideLatency): 10 on Intel, 4 on Zen 4, 8 on Zen 5.
+_VNNI_LATENCY = {"znver4": 4, "znver5": 4}
+_DEFAULT_VNNI_LATENCY = 5
+#: int8 operations of one ``vpdpbusd`` on zmm registers: 16 lanes × 4 multiply-adds × 2
+_VNNI_OPS = 128
 
 
 def _vnni_functions(compact_b: bool = False) -> tuple[Any, Any]:
@@ -436,7 +438,8 @@ class DLBoostTarget(DLATarget):
         """
         value = self.options.get("accumulators", 0)
         if value is True or str(value).lower() == "auto":
-            return _ACCUMULATORS.get(self.mcpu, _DEFAULT_ACCUMULATORS)
+            latency = _VNNI_LATENCY.get(self.mcpu, _DEFAULT_VNNI_LATENCY)
+            return latency * self.ops_per_cycle() // _VNNI_OPS
         try:
             count = int(str(value))
         except ValueError:

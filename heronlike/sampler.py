@@ -275,10 +275,6 @@ class _Plan:
         """Order the constraints that compute every non-knob variable from the knobs."""
         self.steps, self.complete = self.csp.derivation(self.knobs)
 
-    def _evaluate(self, knobs: dict[str, int]) -> dict[str, int] | None:
-        """The full assignment the knob values imply, or None if it breaks a constraint."""
-        return self.csp.complete(knobs, self.steps)
-
     def hints(self, rng: np.random.Generator, tries: int = 128) -> dict[str, int]:
         """A random hint: factorisations for PROD knobs, uniform candidates for the others.
 
@@ -290,11 +286,11 @@ class _Plan:
         if not self.complete:
             return hint
         for _ in range(tries - 1):
-            full = self._evaluate(hint)
+            full = self.csp.complete(hint, self.steps)
             if full is not None:
                 return full
             hint = self._random_knobs(rng)
-        return self._evaluate(hint) or hint
+        return self.csp.complete(hint, self.steps) or hint
 
 
 def _size(csp: CSP) -> str:
