@@ -927,14 +927,16 @@ FAIR_VNNI_COLUMNS = FAIR_ROOFLINE_COLUMNS + (
 FAIR_VNNI_GEOMEANS = fair_geomeans(
     ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 )
-#: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd): the latest
-#: run (the kernels' samples taken in turn), the README's headline
+#: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd), the kernels'
+#: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
+FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
+#: ... and on a Zen 4 the evening before
 FAIR_VNNI_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
 #: the README's rows of it: the demo's GEMM and rows won and lost, then the geomeans
-HEADLINE_FAIR_CASES = ("G1", "G5", "B1", "C2D1", "C3D3", "T1")
+HEADLINE_FAIR_CASES = ("G1", "B1", "C1D5", "C2D1", "C3D5", "T1")
 HEADLINE_FAIR_COLUMNS = (
     Col("case", "{case}"),
     Col("heronlike ms", "{heronlike_ms:.3f}"),
@@ -1018,7 +1020,7 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "headline-dlboost",
-            (FAIR_VNNI_CSV,),
+            (FAIR_VNNI_XEON_CSV,),
             HEADLINE_FAIR_COLUMNS,
             FAIR_VNNI_CMD,
             rows=headline_fair_rows,
@@ -1117,6 +1119,13 @@ TABLES: dict[str, Table] = {
             summary=SUITE_GEOMEANS,
         ),
         Table(  # the fair DL Boost comparison (benchmarks/suite.py's one harness), on VNNI
+            "suite-fair-vnni-xeon-f6m167",
+            (FAIR_VNNI_XEON_CSV,),
+            FAIR_VNNI_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=FAIR_VNNI_GEOMEANS,
+        ),
+        Table(  # ... on a Zen 4
             "suite-fair-vnni-zen4",
             (FAIR_VNNI_CSV,),
             FAIR_VNNI_COLUMNS,
