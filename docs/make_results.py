@@ -1125,6 +1125,26 @@ TABLES: dict[str, Table] = {
             FAIR_VNNI_CMD,
             summary=FAIR_VNNI_GEOMEANS,
         ),
+        Table(  # ... its rows lost to PyTorch, tuned again at 64 trials (heronlike and PyTorch)
+            "suite-lost-rows64-xeon-f6m167",
+            ("suite_lost_rows64-vnni-intel-xeon-f6m167-2026-12-01.csv",),
+            (
+                Col("case", "{case}"),
+                Col("shape run", "{shape_run}"),
+                Col("heronlike ms", "{heronlike_ms:.3f}"),
+                Col("PyTorch ms", "{pytorch_ms:.3f}"),
+                Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+                Col(
+                    "% of peak heronlike / PyTorch",
+                    "{heronlike_pct_peak:.0f} / {pytorch_pct_peak:.0f}",
+                ),
+                Col("trials to 95 %", "{heronlike_trials_to_95}"),
+                Col("search s", "{heronlike_search_s:.0f}"),
+            ),
+            "python benchmarks/suite.py --cases G1,C1D5,C3D3,C3D5,D5 --trials 64 --batch 16 "
+            "--no-metaschedule --no-equal-wall",
+            summary=geomean("case", "geomean", ("speedup_vs_pytorch",)),
+        ),
         Table(  # ... on a Zen 4
             "suite-fair-vnni-zen4",
             (FAIR_VNNI_CSV,),
