@@ -930,7 +930,7 @@ FAIR_VNNI_GEOMEANS = fair_geomeans(
 #: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd), the kernels'
 #: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
-#: ... and on a Zen 4 the evening before
+#: ... and on a Zen 4 (2026-11-28)
 FAIR_VNNI_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
