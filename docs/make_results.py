@@ -931,7 +931,7 @@ FAIR_VNNI_GEOMEANS = fair_geomeans(
 #: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
 #: ... and on a Zen 4 (2026-11-28)
-FAIR_VNNI_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
+FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
@@ -1147,7 +1147,7 @@ TABLES: dict[str, Table] = {
         ),
         Table(  # ... on a Zen 4
             "suite-fair-vnni-zen4",
-            (FAIR_VNNI_CSV,),
+            (FAIR_VNNI_ZEN4_CSV,),
             FAIR_VNNI_COLUMNS,
             FAIR_VNNI_CMD,
             summary=FAIR_VNNI_GEOMEANS,
