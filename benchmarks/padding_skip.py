@@ -39,9 +39,9 @@ from benchmarks import suite  # noqa: E402
 from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.postproc import (  # noqa: E402
     GUARD_PLACES,
-    SKIP_ZERO_READS,
     postprocess,
     skip_annotations,
+    with_guard_place,
     zero_share,
 )
 
@@ -58,11 +58,8 @@ def variants(space, assignment) -> dict[str, tvm.IRModule]:
     found = skip_annotations(out["none"]["main"])
     if len(found) != 1:
         raise RuntimeError(f"expected one block to skip padding in, found {found}")
-    ((name, _, buffers),) = found
     for place in GUARD_PLACES:
-        sch = space.apply(assignment)
-        sch.annotate(sch.get_sblock(name), SKIP_ZERO_READS, f"{place}:{','.join(buffers)}")
-        out[place] = postprocess(sch.mod)
+        out[place] = postprocess(with_guard_place(out["none"], place))
     return out
 
 

@@ -134,6 +134,31 @@ def skip_annotations(func: tirx.PrimFunc) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+def with_guard_place(mod: tvm.IRModule, place: str) -> tvm.IRModule:
+    """``mod`` (a scheduled module, before :func:`postprocess`) with every
+    :data:`SKIP_ZERO_READS` annotation asking for guards at ``place`` (of
+    :data:`GUARD_PLACES`), its buffers kept: the same schedule with its padding guards placed
+    differently (``benchmarks/padding_skip.py`` builds each place of one tuned schedule).
+    The old value is removed first: TVM 0.27's ``Schedule.annotate`` keeps a key's existing
+    value, so annotating over it changes nothing.
+
+    Raises:
+        ValueError: ``place`` is not one of :data:`GUARD_PLACES`.
+    """
+    if place not in GUARD_PLACES:
+        raise ValueError(f"unknown guard place {place!r}; expected one of {GUARD_PLACES}")
+    sch = s_tir.Schedule(mod)
+    for gv, func in mod.functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        sch.work_on(gv.name_hint)
+        for name, _, buffers in skip_annotations(func):
+            block = sch.get_sblock(name)
+            sch.unannotate(block, SKIP_ZERO_READS)
+            sch.annotate(block, SKIP_ZERO_READS, f"{place}:{','.join(buffers)}")
+    return sch.mod
+
+
 def _path(stmt: Any, name: str) -> list[Any] | None:
     """The statements from ``stmt`` down to the realize of block ``name`` (inclusive)."""
     if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.name_hint == name:

@@ -20,7 +20,9 @@ from heronlike.postproc import (
     _realizes,
     hoist_thread_setup,
     postprocess,
+    skip_annotations,
     skip_zero_reads,
+    with_guard_place,
     zero_share,
 )
 from heronlike.sampler import RandSAT
@@ -125,6 +127,21 @@ def test_outer_guards_stay_out_of_unrolled_loops() -> None:
     assert len(_guards(postprocess(_scheduled(_conv1d(), unroll=True))["main"].body)) == 1
     mod = _scheduled(_conv1d(), value="outer:Xp", unroll=True)
     assert postprocess(mod).same_as(mod)
+
+
+@pytest.mark.parametrize("start", GUARD_PLACES)
+def test_guard_place_is_replaced_not_kept(start: str) -> None:
+    """Re-placing the guards of an annotated schedule takes effect (TVM's ``annotate`` alone
+    keeps a key's old value): ``r`` unrolled, ``all`` guards each tap and ``outer`` none,
+    whichever place the schedule was annotated with first."""
+    mod = _scheduled(_conv1d(), value=f"{start}:Xp", unroll=True)
+    moved = {p: with_guard_place(mod, p) for p in GUARD_PLACES}
+    for place, m in moved.items():
+        assert skip_annotations(m["main"]) == [("Y_update", place, ["Xp"])]
+    assert len(_guards(postprocess(moved["all"])["main"].body)) == 1
+    assert not _guards(postprocess(moved["outer"])["main"].body)
+    with pytest.raises(ValueError, match="unknown guard place"):
+        with_guard_place(mod, "inner")
 
 
 @pytest.mark.parametrize(
