@@ -35,6 +35,17 @@ Where the padding stage was inlined into the block (the general rule set inlines
 padding block: the condition is the block's own factor, its update being
 ``C[i] = C[i] + if_then_else(c, x, 0) * w`` (:func:`inline_zero_condition`).
 
+**Interior and boundary versions.** A conjunct that depends on an unrolled loop (a row of the
+register tile) can only be tested inside the unrolled code, where a branch per row costs more
+than it skips in most iterations (it also keeps LLVM from holding the tile's accumulators in
+registers across the reduction loop). With ``all`` guards, the statement under the deepest
+loop above the tile that such a conjunct depends on is emitted twice (loop versioning, or
+index-set splitting, as oneDNN's kernels split boundary from interior output positions): an
+interior version without those guards, run where the conjunct holds for every iteration of
+the loops under it (its minimum over their ranges, from TVM's ``int_set``, is in bounds), and a
+boundary version with them. In a 3 × 3 convolution over 14 rows tiled 7 at a time, 4 of the 6
+(tile, tap row) pairs run the interior version.
+
 A conjunct is left out (the program stays correct, it only skips less) when it depends on a
 vectorised or thread-bound loop, on a dimension the block reads more than one element of, or on
 anything but loop variables; nothing is guarded when the buffer's producer is not exactly one
@@ -63,33 +74,41 @@ THREAD_SETUP = "heronlike.thread_setup"
 docstring); the statement under it may allocate local buffers, and must be the same wherever it
 appears in one program (else nothing is hoisted and each copy stays where it is)."""
 
+BOUNDARY_SUFFIX = "_boundary"
+"""Suffix of the blocks of the boundary version that ``all`` guards make (:data:`GUARD_PLACES`)."""
+
 GUARD_PLACES = ("outer", "all")
 """``outer``: a guard only outside every unrolled loop (around the register tile, whose unrolled
-code stays branch-free); ``all``: also inside it, per unrolled row (skips more, and can cost
-more than it saves, by schedule: :mod:`heronlike.rules.skip_padding` decides when it is a knob)."""
+code stays branch-free); ``all``: also inside it, per unrolled row, in a boundary version of the
+loop nest that runs only where some row of the tile reads the padding (the interior version
+stays branch-free). ``all`` skips more and can cost more than it saves, by schedule:
+:mod:`heronlike.rules.skip_padding` decides when it is a knob."""
 
 
-def postprocess(mod: tvm.IRModule) -> tvm.IRModule:
+def postprocess(mod: tvm.IRModule, *, boundary_version: bool = True) -> tvm.IRModule:
     """``mod`` with every PrimFunc rewritten as its block annotations ask (module docstring);
-    ``mod`` itself when nothing asks for a rewrite."""
+    ``mod`` itself when nothing asks for a rewrite. ``boundary_version=False`` keeps ``all``
+    guards in one version of the loop nest (:func:`skip_zero_reads`; for comparison only)."""
     out = {}
     changed = False
     for gv, func in mod.functions.items():
         new = func
         if isinstance(func, tirx.PrimFunc):
-            new = hoist_thread_setup(skip_zero_reads(func))
+            new = hoist_thread_setup(skip_zero_reads(func, boundary_version=boundary_version))
         changed = changed or not new.same_as(func)
         out[gv] = new
     return tvm.IRModule(out, attrs=mod.attrs) if changed else mod
 
 
-def skip_zero_reads(func: tirx.PrimFunc) -> tirx.PrimFunc:
+def skip_zero_reads(func: tirx.PrimFunc, *, boundary_version: bool = True) -> tirx.PrimFunc:
     """``func`` with the padding reads of every :data:`SKIP_ZERO_READS` block guarded by ``if``
     statements hoisted to the loops they depend on (module docstring); ``func`` itself when
-    there is nothing to guard."""
+    there is nothing to guard. Guards under an unrolled loop (``all``) go into a boundary
+    version of the loop nest, beside an unguarded interior one, unless ``boundary_version``
+    is false (then they sit in the one version; for comparison only)."""
     for name, place, buffers in skip_annotations(func):
         for buffer in buffers:
-            func = _guard(func, name, buffer, place)
+            func = _guard(func, name, buffer, place, boundary_version)
     return func
 
 
@@ -404,7 +423,9 @@ def _zero_condition(
     return pad_vars, index, condition, wide
 
 
-def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.PrimFunc:
+def _guard(
+    func: tirx.PrimFunc, name: str, buffer: str, place: str, boundary_version: bool = True
+) -> tirx.PrimFunc:
     path = _path(func.body, name)
     if path is None or path[-1].block.init is not None:
         return func
@@ -415,7 +436,9 @@ def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.Prim
     at = {i: s for i, s in enumerate(path) if isinstance(s, tirx.For)}
     loops = list(at.values())
     loop_values = [lp.min if _is_one(lp.extent) else lp.loop_var for lp in loops]
-    guards: dict[int, list[Any]] = {}
+    outer: dict[int, list[Any]] = {}  # path index -> conditions, above every unrolled loop
+    inner: dict[int, list[Any]] = {}  # the same, under an unrolled loop (place "all" only)
+    uses: dict[int, list[int]] = {}  # id of an inner condition -> path indices of its loops
     for part in _conjuncts(condition):
         if {v.name for v in undefined_vars(part)} & wide:
             continue  # the block reads several elements along this dimension
@@ -426,27 +449,157 @@ def _guard(func: tirx.PrimFunc, name: str, buffer: str, place: str) -> tirx.Prim
         depth = [i for i, lp in at.items() if lp.loop_var.name in used]
         if not used or len(depth) != len(used):
             continue  # constant, or depends on something other than loops on the path
-        inner = at[max(depth)]
-        if inner.kind == tirx.ForKind.VECTORIZED or inner.thread_binding is not None:
+        innermost = at[max(depth)]
+        if innermost.kind == tirx.ForKind.VECTORIZED or innermost.thread_binding is not None:
             continue
         j = max(depth) + 1  # wrap the first statement below it that holds the block alone
         while isinstance(path[j], tirx.SeqStmt) or len(_realizes(path[j])) > 1:
             j += 1
-        if place == "outer" and any(_unrolled(s) for s in path[:j]):
-            continue
-        guards.setdefault(j, []).append(cond)
-    if not guards:
+        if not any(_unrolled(s) for s in path[:j]):
+            outer.setdefault(j, []).append(cond)
+        elif place == "all":
+            inner.setdefault(j, []).append(cond)
+            uses[id(cond)] = depth
+    if not outer and not inner:
         return func
-    new = path[-1]
-    for j in range(len(path) - 1, -1, -1):
-        if j < len(path) - 1:
-            new = _with_child(path[j], path[j + 1], new)
-        if j in guards:
-            cond = guards[j][0]
-            for c in guards[j][1:]:
-                cond = tirx.And(cond, c)
-            new = tirx.IfThenElse(cond, new, None)
-    return func.with_body(new)
+    version = _boundary_version(path, at, inner, uses) if inner and boundary_version else None
+    if version is None:
+        return func.with_body(_rebuild(path, 0, _merge(outer, inner)))
+    at_index, interior = version
+    low = {j: c for j, c in outer.items() if j >= at_index}
+    node = tirx.IfThenElse(
+        interior,
+        _rebuild(path, at_index, low),
+        _fresh_copy(_rebuild(path, at_index, _merge(low, inner)), path, at_index, BOUNDARY_SUFFIX),
+    )
+    high = {j: c for j, c in outer.items() if j < at_index}
+    return func.with_body(_rebuild(path, 0, high, node, at_index))
+
+
+def _fresh_copy(stmt: Any, path: list[Any], at_index: int, suffix: str) -> Any:
+    """``stmt`` (a version of ``path[at_index]``) with fresh variables and buffers for each of
+    its own definitions (loops, blocks, matched buffers, let bindings), its free variables
+    (the loops and block variables above it) and the buffers it reads or writes kept: a copy
+    that may sit beside the original, as TIR defines each variable and buffer once. TVM's
+    ``RenewDefs`` renews every definition of a PrimFunc: ``stmt`` is wrapped in one whose
+    parameters are those variables and buffers (TVM 0.27's buffers are variables), and the
+    renewed parameters are mapped back to them (``tvm_ffi.structural_map``). Its blocks'
+    names get ``suffix``, so that each name stays one block's."""
+    free: list[Any] = []
+    for s in path[:at_index]:
+        if isinstance(s, tirx.For):
+            free.append(s.loop_var)
+        elif isinstance(s, s_tir.SBlockRealize):
+            free += [iv.var for iv in s.block.iter_vars]
+    buffers: dict[str, Any] = {}
+    inner: set[str] = set()
+    for realize in _realizes(stmt):
+        block = realize.block
+        inner |= {b.name for b in block.alloc_buffers}
+        inner |= {m.buffer.name for m in block.match_buffers}
+        for region in [*block.reads, *block.writes]:
+            buffers.setdefault(region.source.name, region.source)
+    outside = [b for name, b in buffers.items() if name not in inner]
+    kept = [*free, *outside]
+    renewed = tvm.get_global_func("s_tir.RenewDefs")(tirx.PrimFunc(kept, stmt))
+    back = list(zip(renewed.params, kept))
+
+    def original(var: Any) -> Any:
+        return next((old for new, old in back if var.same_as(new)), var)
+
+    def renamed(b: Any) -> Any:
+        return s_tir.SBlock(
+            b.iter_vars, b.reads, b.writes, f"{b.name_hint}{suffix}", b.body, b.init,
+            b.alloc_buffers, b.match_buffers, b.annotations,
+        )  # fmt: skip
+
+    return tvm_ffi.structural_map(
+        renewed.body, [(tvm.ir.expr.Var, original), (s_tir.SBlock, renamed)]
+    )
+
+
+def _merge(a: dict[int, list[Any]], b: dict[int, list[Any]]) -> dict[int, list[Any]]:
+    out = {j: list(c) for j, c in a.items()}
+    for j, c in b.items():
+        out.setdefault(j, []).extend(c)
+    return out
+
+
+def _rebuild(
+    path: list[Any],
+    top: int,
+    guards: dict[int, list[Any]],
+    node: Any = None,
+    below: int = -1,
+) -> Any:
+    """``path[top]`` rebuilt bottom-up with ``guards`` (path index -> conditions, each
+    wrapping the statement at its index); with ``node``, ``node`` stands for ``path[below]``
+    (guards and all) and only the statements above it are rebuilt."""
+    if node is None:
+        below = len(path) - 1
+        node = _wrapped(path[-1], guards.get(below))
+    for j in range(below - 1, top - 1, -1):
+        node = _wrapped(_with_child(path[j], path[j + 1], node), guards.get(j))
+    return node
+
+
+def _wrapped(stmt: Any, conds: list[Any] | None) -> Any:
+    if not conds:
+        return stmt
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = tirx.And(cond, c)
+    return tirx.IfThenElse(cond, stmt, None)
+
+
+def _boundary_version(
+    path: list[Any], at: dict[int, Any], inner: dict[int, list[Any]], uses: dict[int, list[int]]
+) -> tuple[int, Any] | None:
+    """``(path index, interior condition)`` for the guards under an unrolled loop: the
+    statement at that index (the first under the deepest loop above the unrolled ones that
+    a guard depends on) is run unguarded where the condition holds, where no iteration of
+    the loops under it reads the padding, and with every guard elsewhere (a boundary
+    version). The condition quantifies each guard over those loops' ranges (TVM's
+    ``int_set``: a guard ``a <= b`` holds throughout where the minimum of ``b - a`` is at
+    least 0). None when there is no such statement or a guard is not such a comparison:
+    the guards then stay in the one version."""
+    from tvm.sym.analyzer import Analyzer
+    from tvm.sym.int_set import IntervalSet
+
+    first = min(i for i, s in at.items() if _unrolled(s))
+    conds = [c for cs in inner.values() for c in cs]
+    top = [max((i for i in uses[id(c)] if i < first), default=-1) + 1 for c in conds]
+    k = max(top)
+    while k < first and (isinstance(path[k], tirx.SeqStmt) or len(_realizes(path[k])) > 1):
+        k += 1
+    if k > first or isinstance(path[k], tirx.SeqStmt) or len(_realizes(path[k])) > 1:
+        return None
+    analyzer = Analyzer()
+    interior = []
+    for c in conds:
+        dom = {
+            at[i].loop_var: IntervalSet(at[i].min, at[i].min + at[i].extent - 1)
+            for i in uses[id(c)]
+            if i >= k
+        }
+        if isinstance(c, tirx.LE | tirx.LT):
+            gap = c.b - c.a
+        elif isinstance(c, tirx.GE | tirx.GT):
+            gap = c.a - c.b
+        else:
+            return None
+        low = analyzer.int_set(gap, dom).min_value
+        if {v.name for v in undefined_vars(low)} & ({str(v) for v in dom} | _INFINITE):
+            return None  # unbounded, or still varies inside
+        strict = isinstance(c, tirx.LT | tirx.GT)
+        interior.append(tirx.LE(1, low) if strict else tirx.LE(0, low))
+    cond = interior[0]
+    for c in interior[1:]:
+        cond = tirx.And(cond, c)
+    return k, analyzer.simplify(cond)
+
+
+_INFINITE = {"neg_inf", "pos_inf"}
 
 
 def _unrolled(stmt: Any) -> bool:

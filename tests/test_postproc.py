@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tvm
 from tvm import s_tir, te, tirx
+from tvm.sym.analyzer import Analyzer
+from tvm.tirx.analysis import undefined_vars
 
 from heronlike import ops
 from heronlike.postproc import (
@@ -122,11 +124,42 @@ def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on(
 
 
 def test_outer_guards_stay_out_of_unrolled_loops() -> None:
-    """``r`` unrolled: ``all`` guards each unrolled tap, ``outer`` guards nothing (the only
-    place is inside the unrolled loop)."""
-    assert len(_guards(postprocess(_scheduled(_conv1d(), unroll=True))["main"].body)) == 1
+    """``r`` unrolled: ``outer`` guards nothing (the only place is inside the unrolled
+    loop)."""
     mod = _scheduled(_conv1d(), value="outer:Xp", unroll=True)
     assert postprocess(mod).same_as(mod)
+
+
+def test_all_guards_run_in_a_boundary_version_only() -> None:
+    """``r`` unrolled under ``o``: with ``all`` guards the body of ``o`` is split into an
+    interior version, unguarded, run where no tap of ``o`` lies in the padding (1 <= o <= 8:
+    ``o + r`` in [1, 10] for every ``r`` in [0, 2]), and a boundary version whose unrolled taps
+    are each guarded; its blocks are renamed, its loops are its own, and both versions
+    compute the same as numpy."""
+    mod = _scheduled(_conv1d(), value="all:Xp", unroll=True)
+    guarded = postprocess(mod)
+    (version,) = _guards(guarded["main"].body)
+    o = version.condition
+    inside = {v: bool(Analyzer().simplify(_at(o, v))) for v in range(10)}
+    assert inside == {v: 1 <= v <= 8 for v in range(10)}
+    interior, boundary = version.then_case, version.else_case
+    assert not _guards(interior.body) and isinstance(interior.body, tirx.For)
+    (tap,) = _guards(boundary.body)
+    assert not boundary.loop_var.same_as(interior.loop_var)
+    names = [r.block.name_hint for r in _realizes(guarded["main"].body)]
+    assert names.count("Y_update") == 1 and names.count("Y_update_boundary") == 1
+    rng = np.random.default_rng(2)
+    x = rng.integers(-100, 100, (10, 4)).astype("int32")
+    w = rng.integers(-100, 100, (3, 4, 8)).astype("int32")
+    xp = np.pad(x, ((1, 1), (0, 0)))
+    expected = sum(xp[r : r + 10] @ w[r] for r in range(3))
+    np.testing.assert_array_equal(_run(guarded, x, w), expected)
+
+
+def _at(cond: object, value: int) -> object:
+    """``cond`` with its one variable set to ``value``."""
+    (var,) = undefined_vars(cond)
+    return tirx.IndexMap([var], [cond], None).map_indices([tirx.const(value, "int32")])[0]
 
 
 @pytest.mark.parametrize("start", GUARD_PLACES)
