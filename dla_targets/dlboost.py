@@ -10,8 +10,10 @@ vectors); the implementation below passes ``uint8x64``/``int8x64`` operands.
 Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per core (read from
 ``/sys``), the cores this process may run on. Target strings: ``"dlboost"``, ``"llvm"``,
 ``"x86"``, with options ``-mcpu=<llvm cpu>`` (default: the host's), ``-num-cores=<n>``,
-``-general`` and ``-accumulators[=auto|<n>]`` (a register tile of at least that many
-``vpdpbusd`` accumulators: :attr:`DLBoostTarget.accumulators`). ``"llvm"`` and ``"x86"``
+``-general``, ``-accumulators[=auto|<n>]`` (a register tile of at least that many
+``vpdpbusd`` accumulators: :attr:`DLBoostTarget.accumulators`) and ``-all-guards=<share>``
+(where the padding taps may also be skipped inside the register tile:
+:attr:`DLBoostTarget.all_guards_min_share`). ``"llvm"`` and ``"x86"``
 mean ``"dlboost -general"`` (:attr:`name_options`; the same space and records key): the CPU
 target for any compute TVM can build.
 
@@ -65,6 +67,7 @@ from heronlike.rules.parallel import (
     UseAllCores,
 )
 from heronlike.rules.rows import FuseIntoRow, ParallelizeReduction
+from heronlike.rules.skip_padding import ALL_GUARDS_MIN_ZERO_SHARE
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
 from heronlike.target import DLATarget, MemoryLevel
@@ -383,7 +386,7 @@ class DLBoostTarget(DLATarget):
     ``-general`` on a CPU without VNNI, onto ``vpmaddwd`` (AVX2 / AVX-512BW)."""
 
     names = ("dlboost", "llvm", "x86")
-    option_names = ("mcpu", "num-cores", "general", "accumulators")
+    option_names = ("mcpu", "num-cores", "general", "accumulators", "all-guards")
     #: ``"llvm"`` and ``"x86"`` tune any compute: VNNI where a stage maps onto it and the CPU
     #: has it, the general rule set for the rest (``"llvm -general=0"`` is ``"dlboost"``)
     name_options = {"llvm": {"general": True}, "x86": {"general": True}}
@@ -393,6 +396,7 @@ class DLBoostTarget(DLATarget):
         super().__init__(**options)
         self.requires_intrinsic = not self.general
         self.accumulators  # noqa: B018 (a bad -accumulators fails here, not at tuning)
+        self.all_guards_min_share  # noqa: B018 (as is a bad -all-guards)
 
     @property
     def general(self) -> bool:
@@ -451,12 +455,37 @@ class DLBoostTarget(DLATarget):
             )
         return count
 
+    @property
+    def all_guards_min_share(self) -> float:
+        """The share of zeros in a convolution's padded input from which the search may also
+        guard the padding taps inside the register tile (the ``<stage>.skip_padding`` knob,
+        :mod:`heronlike.rules.skip_padding`): ``-all-guards=<share>`` (0 to 1; 0: on every
+        padded convolution), default
+        :data:`~heronlike.rules.skip_padding.ALL_GUARDS_MIN_ZERO_SHARE`.
+
+        Raises:
+            UnknownTargetError: ``-all-guards`` is not a number from 0 to 1 (raised when the
+                target is built).
+        """
+        value = self.options.get("all-guards")
+        if value is None:
+            return ALL_GUARDS_MIN_ZERO_SHARE
+        try:
+            share = float(str(value))
+        except ValueError:
+            share = -1.0
+        if not 0.0 <= share <= 1.0:
+            raise UnknownTargetError(f"-all-guards must be a share from 0 to 1, got {value!r}")
+        return share
+
     def resolved_options(self) -> dict[str, str | bool]:
         out: dict[str, str | bool] = {"mcpu": self.mcpu, "num-cores": str(self.cores)}
         if self.general:
             out["general"] = True
         if self.accumulators:  # a smaller space: its own records key
             out["accumulators"] = str(self.accumulators)
+        if self.all_guards_min_share != ALL_GUARDS_MIN_ZERO_SHARE:  # another space
+            out["all-guards"] = f"{self.all_guards_min_share:g}"
         return out
 
     @property

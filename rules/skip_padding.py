@@ -21,7 +21,8 @@ from heronlike.template import Choice, Sym
 from .base import RuleContext
 
 ALL_GUARDS_MIN_ZERO_SHARE = 0.5
-"""The share of zeros in a padded operand from which ``all`` guards are a choice."""
+"""The share of zeros in a padded operand from which ``all`` guards are a choice (a target may
+set its own: ``dlboost -all-guards=<share>``, read as ``target.all_guards_min_share``)."""
 
 
 def skip_padding(ctx: RuleContext, stage: str, block: Sym, operands: tuple[str, ...]) -> None:
@@ -33,7 +34,8 @@ def skip_padding(ctx: RuleContext, stage: str, block: Sym, operands: tuple[str, 
     if not padded:
         return
     buffers = ",".join(padded)
-    if max(zero_share(func, b) for b in padded) < ALL_GUARDS_MIN_ZERO_SHARE:
+    threshold = getattr(ctx.target, "all_guards_min_share", ALL_GUARDS_MIN_ZERO_SHARE)
+    if max(zero_share(func, b) for b in padded) < threshold:
         ctx.step("annotate", block, SKIP_ZERO_READS, f"outer:{buffers}")
         return
     doc = ", ".join(f"{i} {p}" for i, p in enumerate(GUARD_PLACES))

@@ -15,6 +15,7 @@ from tvm.sym.analyzer import Analyzer
 from tvm.tirx.analysis import undefined_vars
 
 from heronlike import ops
+from heronlike.errors import UnknownTargetError
 from heronlike.postproc import (
     GUARD_PLACES,
     SKIP_ZERO_READS,
@@ -249,6 +250,18 @@ def test_little_padding_gets_outer_guards_and_no_knob() -> None:
     assert not [v for v in space.csp.vars if v.endswith(".skip_padding")]
     (a,) = RandSAT(space.csp, seed=0).sample(1)
     assert f'"{SKIP_ZERO_READS}": "outer:Xp"' in space.apply(a).mod.script()
+
+
+def test_all_guards_share_is_a_target_option() -> None:
+    """``-all-guards=0.3`` makes ``all`` a knob of the 36 %-padding convolution and gives the
+    space its own records key; a share outside [0, 1] is a typed error naming the option."""
+    compute = ops.c2d(1, 8, 8, 8, 16, 3, 3, pad=1, dtype="int8")
+    space = generate_space(compute, "llvm -all-guards=0.3")
+    assert [v for v in space.csp.vars if v.endswith(".skip_padding")]
+    assert "all-guards=0.3" in space.target.key
+    assert "all-guards" not in get_target("llvm -all-guards=0.5").key  # the default
+    with pytest.raises(UnknownTargetError, match="-all-guards"):
+        get_target("llvm -all-guards=2")
 
 
 def test_general_rule_set_skips_the_inlined_padding_taps_exactly() -> None:
