@@ -14,11 +14,14 @@ rotated each round). Per row:
 * ``*_trials_to_95``: trials until the tune's best reached 95 % of its final tuning-time best;
 * ``*_accumulators``: the picked register tile's ``vpdpbusd`` accumulators (its register
   bytes less the reserve, in 64-byte registers; the largest over the program's stages);
+* ``*_guards``: where the pick guards the padding taps, where the space has the
+  ``skip_padding`` knob (``-all-guards``);
 * ``speedup``: ``base_final_ms / option_final_ms`` (> 1: the tune with the option found the
   faster kernel).
 
     python benchmarks/target_options.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1
     python benchmarks/target_options.py --cases G1 --seeds 1 --trials 8      # a quick look
+    python benchmarks/target_options.py --options=-all-guards=0.2 --cases C3D3,C3D1,C2D5,D5,T5
 
 Writes ``benchmarks/results/target_options-<cpu>-<date>.csv`` and prints the geomeans.
 """
@@ -37,6 +40,7 @@ from benchmarks import suite  # noqa: E402
 from benchmarks.prior_effect import tune_arm  # noqa: E402
 from heronlike.dla_targets.dlboost import RESERVED_REGISTERS, VECTOR_BYTES  # noqa: E402
 from heronlike.host import cpu_model, machine_stamp  # noqa: E402
+from heronlike.postproc import GUARD_PLACES  # noqa: E402
 
 #: the Xeon's rows lost to PyTorch at 16 trials (docs/results.md) and two it wins
 DEFAULT_CASES = ("G1", "C1D5", "C3D1", "C3D3", "B1", "D1")
@@ -53,6 +57,13 @@ def accumulators(assignment: dict[str, int]) -> int | None:
     if not tiles:
         return None
     return (max(tiles) - RESERVED_REGISTERS * VECTOR_BYTES) // VECTOR_BYTES
+
+
+def guards(assignment: dict[str, int]) -> str:
+    """Where the picked program guards the padding taps: the ``<stage>.skip_padding`` knob's
+    place (:data:`heronlike.postproc.GUARD_PLACES`); "" where the space has no such knob."""
+    knobs = [v for k, v in assignment.items() if k.endswith(".skip_padding")]
+    return ",".join(GUARD_PLACES[v] for v in knobs) if knobs else ""
 
 
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
@@ -92,6 +103,8 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             base_trials_to_95=base_95,
             option_accumulators=accumulators(opt.assignment),
             base_accumulators=accumulators(base.assignment),
+            option_guards=guards(opt.assignment),
+            base_guards=guards(base.assignment),
             rounds=a.rounds,
             threads=opt.space.target.cores,
             **machine_stamp(),
