@@ -392,6 +392,21 @@ def options_by_case(raw: list[Row]) -> list[Row]:
     return out
 
 
+def guards_by_case(raw: list[Row]) -> list[Row]:
+    """target_options-*.csv of an ``-all-guards`` run: :func:`prior_by_case` with the option's
+    arm as "on", plus how many of its picks guard the padding taps inside the register tile
+    (``option_guards`` is ``all``)."""
+    renamed = [
+        {k.replace("option_", "on_").replace("base_", "off_"): v for k, v in r.items()} for r in raw
+    ]
+    out = prior_by_case(renamed)
+    cases = {head["case"]: rs for head, rs in _by_case(renamed)}
+    for row in out:
+        rs = cases.get(row["case"], renamed)  # the summary row: every tune
+        row["on_all"] = sum(str(r.get("on_guards", "")) == "all" for r in rs)
+    return out
+
+
 #: the latency-hiding count of ``vpdpbusd`` accumulators on an Intel core (5 cycles × 2 a cycle)
 FEW_ACCUMULATORS = 10
 
@@ -403,6 +418,11 @@ OPTIONS_COLUMNS = (
     Col("first round, with vs without", "{first_round_speedup:.3f}"),
     Col("tunes faster with it", "{better} of {seeds}"),
     Col("picks with < 10 accumulators, with / without", "{on_few} / {off_few} of {seeds}"),
+)
+
+GUARDS_OPTION_COLUMNS = (
+    *OPTIONS_COLUMNS[:5],
+    Col("picks with all guards, with it", "{on_all} of {seeds}"),
 )
 
 REGISTER_TILE_COLUMNS = (
@@ -1220,11 +1240,19 @@ TABLES: dict[str, Table] = {
         ),
         Table(  # a register tile of at least the latency-hiding count, in tunes
             "target-options-accumulators",
-            ("target_options-*.csv",),
+            ("target_options-intel-r-xeon-r-processor-f6m207-2026-11-29.csv",),
             OPTIONS_COLUMNS,
             "python benchmarks/target_options.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1 "
             "--seeds 3",
             rows=options_by_case,
+        ),
+        Table(  # the all-guards knob on padded convolutions of 20-50 % padding, in tunes
+            "target-options-all-guards",
+            ("target_options-amd-epyc-f26m2-2026-12-01.csv",),
+            GUARDS_OPTION_COLUMNS,
+            "python benchmarks/target_options.py --options=-all-guards=0.2 "
+            "--cases C3D3,C3D1,C2D5,D5,T5",
+            rows=guards_by_case,
         ),
         Table(  # one GEMM schedule, register tiles of 1 to 16 accumulators
             "register-tiles",
