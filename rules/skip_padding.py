@@ -5,12 +5,13 @@ nothing for the elements that lie in the padding (a convolution's padding taps).
 have constant bounds, so the schedule cannot leave those taps out; the postprocessing guards
 them with ``if``s instead, where this helper's annotation asks
 (:data:`~heronlike.postproc.GUARD_PLACES`). ``outer`` guards (outside every unrolled loop) never
-measured more than 1 % slower than none. ``all`` (also inside the unrolled register tile)
-ranged from 0.69× to 1.6× of none by schedule, and one 16-trial tune of a 28 × 28 convolution
-spent six trials on ``all`` programs 3× slower than its best (Zen 5, int8; docs/results.md,
-"Skipping the padding taps"). So ``all`` is a knob (``<stage>.skip_padding``) only where it has
-much to skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is
-padding (a depth-2 3-D convolution: 62 %); elsewhere the guards are ``outer``.
+measured more than 1 % slower than none. ``all`` (also inside the unrolled register tile, in a
+boundary version of the loop nest) ran 0.89–1.06× of ``outer`` on ten tuned schedules; offered
+as a knob from 20 % of padding instead of 50 %, it made 16-trial tunes 0.93× slower (9 of 10),
+the search spending trials on a space twice the size (Zen 5, int8; docs/results.md, "Skipping
+the padding taps"). So ``all`` is a knob (``<stage>.skip_padding``) only where it has much to
+skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is padding (a
+depth-2 3-D convolution: 62 %); elsewhere the guards are ``outer``.
 """
 
 from __future__ import annotations
