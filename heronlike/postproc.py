@@ -467,13 +467,29 @@ def _guard(
         return func.with_body(_rebuild(path, 0, _merge(outer, inner)))
     at_index, interior = version
     low = {j: c for j, c in outer.items() if j >= at_index}
+    high = {j: c for j, c in outer.items() if j < at_index}
+    if isinstance(interior, tirx.IntImm):  # the tile never, or always, reads the padding
+        node = _rebuild(path, at_index, low if interior.value else _merge(low, inner))
+        return func.with_body(_rebuild(path, 0, high, node, at_index))
+    boundary = _rebuild(path, at_index, _merge(low, inner))
     node = tirx.IfThenElse(
         interior,
         _rebuild(path, at_index, low),
-        _fresh_copy(_rebuild(path, at_index, _merge(low, inner)), path, at_index, BOUNDARY_SUFFIX),
+        _fresh_copy(boundary, path, at_index, BOUNDARY_SUFFIX),
     )
-    high = {j: c for j, c in outer.items() if j < at_index}
-    return func.with_body(_rebuild(path, 0, high, node, at_index))
+    versioned = func.with_body(_rebuild(path, 0, high, node, at_index))
+    if not _well_formed(versioned):  # a definition the copy could not renew: one version
+        return func.with_body(_rebuild(path, 0, _merge(outer, inner)))
+    return versioned
+
+
+def _well_formed(func: tirx.PrimFunc) -> bool:
+    from tvm.s_tir.analysis import verify_well_formed
+
+    try:
+        return bool(verify_well_formed(func, assert_mode=False))
+    except Exception:  # noqa: BLE001 - the verifier itself failing means not verified
+        return False
 
 
 def _fresh_copy(stmt: Any, path: list[Any], at_index: int, suffix: str) -> Any:

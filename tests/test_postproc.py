@@ -157,6 +157,20 @@ def test_all_guards_run_in_a_boundary_version_only() -> None:
     np.testing.assert_array_equal(_run(guarded, x, w), expected)
 
 
+def test_a_copy_that_breaks_definitions_falls_back_to_one_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Were the boundary copy to keep the interior's definitions (each loop and block defined
+    twice), the program is not well-formed: the guards then stay in one version."""
+    from heronlike import postproc
+
+    mod = _scheduled(_conv1d(), value="all:Xp", unroll=True)
+    monkeypatch.setattr(postproc, "_fresh_copy", lambda stmt, *_: stmt)
+    one = postprocess(mod, boundary_version=False)
+    assert tvm.ir.structural_equal(postprocess(mod), one)
+    assert "Y_update_boundary" not in postprocess(mod).script()
+
+
 def _at(cond: object, value: int) -> object:
     """``cond`` with its one variable set to ``value``."""
     (var,) = undefined_vars(cond)
