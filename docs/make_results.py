@@ -376,15 +376,21 @@ PRIOR_REFIT_COLUMNS = (
 )
 
 
+def _option_arms(raw: list[Row]) -> tuple[list[Row], dict[str, list[Row]], list[Row]]:
+    """target_options-*.csv rows with the option's arm renamed "on" and the plain target's
+    "off": (:func:`prior_by_case` of them, their rows by case, all of them renamed)."""
+    renamed = [
+        {k.replace("option_", "on_").replace("base_", "off_"): v for k, v in r.items()} for r in raw
+    ]
+    cases = {head["case"]: rs for head, rs in _by_case(renamed)}
+    return prior_by_case(renamed), cases, renamed
+
+
 def options_by_case(raw: list[Row]) -> list[Row]:
     """target_options-*.csv: :func:`prior_by_case` with the option's arm as "on" and the plain
     target's as "off", plus how many of each arm's picks had fewer than ``FEW_ACCUMULATORS``
     accumulators."""
-    renamed = [
-        {k.replace("option_", "on_").replace("base_", "off_"): v for k, v in r.items()} for r in raw
-    ]
-    out = prior_by_case(renamed)
-    cases = {head["case"]: rs for head, rs in _by_case(renamed)}
+    out, cases, renamed = _option_arms(raw)
     for row in out:
         rs = cases.get(row["case"], renamed)  # the summary row: every tune
         row["on_few"] = sum(r["on_accumulators"] < FEW_ACCUMULATORS for r in rs)
@@ -396,11 +402,7 @@ def guards_by_case(raw: list[Row]) -> list[Row]:
     """target_options-*.csv of an ``-all-guards`` run: :func:`prior_by_case` with the option's
     arm as "on", plus how many of its picks guard the padding taps inside the register tile
     (``option_guards`` is ``all``)."""
-    renamed = [
-        {k.replace("option_", "on_").replace("base_", "off_"): v for k, v in r.items()} for r in raw
-    ]
-    out = prior_by_case(renamed)
-    cases = {head["case"]: rs for head, rs in _by_case(renamed)}
+    out, cases, renamed = _option_arms(raw)
     for row in out:
         rs = cases.get(row["case"], renamed)  # the summary row: every tune
         row["on_all"] = sum(str(r.get("on_guards", "")) == "all" for r in rs)
