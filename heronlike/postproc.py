@@ -205,11 +205,15 @@ def _with_child(stmt: Any, old: Any, new: Any) -> Any:
             other = new
         return tirx.IfThenElse(stmt.condition, then, other)
     b = stmt.block
-    block = s_tir.SBlock(
-        b.iter_vars, b.reads, b.writes, b.name_hint, new, b.init, b.alloc_buffers,
-        b.match_buffers, b.annotations,
+    return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, _block(b, b.name_hint, new))
+
+
+def _block(b: Any, name: str, body: Any) -> Any:
+    """Block ``b`` with another name and body."""
+    return s_tir.SBlock(
+        b.iter_vars, b.reads, b.writes, name, body, b.init, b.alloc_buffers, b.match_buffers,
+        b.annotations,
     )  # fmt: skip
-    return s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -524,10 +528,7 @@ def _fresh_copy(stmt: Any, path: list[Any], at_index: int, suffix: str) -> Any:
         return next((old for new, old in back if var.same_as(new)), var)
 
     def renamed(b: Any) -> Any:
-        return s_tir.SBlock(
-            b.iter_vars, b.reads, b.writes, f"{b.name_hint}{suffix}", b.body, b.init,
-            b.alloc_buffers, b.match_buffers, b.annotations,
-        )  # fmt: skip
+        return _block(b, f"{b.name_hint}{suffix}", b.body)
 
     return tvm_ffi.structural_map(
         renewed.body, [(tvm.ir.expr.Var, original), (s_tir.SBlock, renamed)]
