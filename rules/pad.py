@@ -35,11 +35,11 @@ what it was.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError
 
@@ -74,34 +74,27 @@ def with_param_shape(
 ) -> tirx.PrimFunc | None:
     """``func`` with parameter ``name`` declared with the larger ``shape`` (its accesses
     unchanged, so the extra elements are never read unless the schedule pads into them), or
-    None when the function cannot be rewritten that way. Done through TVMScript, whose
-    signature line declares each parameter as ``name: T.Buffer((d0, d1), "dtype")``."""
-    text = func.script()
-    lines = text.splitlines()
-    # each dim printed as TVMScript prints one of its old type (T.int64(1008) in a kernel
-    # lowered from Relax, 1008 for int32)
-    old_dims = _param(func, name).shape
-    dims = ", ".join(tirx.const(d, str(old.ty)).script() for d, old in zip(shape, old_dims))
-    dims += "," if len(shape) == 1 else ""
-    # the shape tuple may hold calls (T.int64(1000)): one level of nested parentheses
-    pattern = re.compile(rf"\b{re.escape(name)}: T\.Buffer\(\((?:[^()]|\([^()]*\))*\)")
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("def ") and pattern.search(line):
-            lines[i] = pattern.sub(f"{name}: T.Buffer(({dims})", line, count=1)
-            break
-    else:
+    None when the function cannot be rewritten that way (another rank, strides, an offset).
+    Each extent keeps its old type (``T.int64`` in a kernel lowered from Relax). TVM 0.27's
+    buffers are variables: the parameter is replaced by a new buffer wherever it appears
+    (``tvm_ffi.structural_map``)."""
+    old = _param(func, name)
+    if len(shape) != len(old.shape) or list(old.strides) or not _is_zero(old.elem_offset):
         return None
-    try:
-        new = tvm.script.from_source("\n".join(lines))
-    except Exception:  # noqa: BLE001 - any parse failure: keep padding inside the kernel
-        return None
-    if isinstance(new, tvm.IRModule):
-        new = new["main"]
-    if not isinstance(new, tirx.PrimFunc):
-        return None
-    if tuple(int(d) for d in _param(new, name).shape) != tuple(shape):
-        return None
-    return new
+    dims = [tirx.const(d, str(o.ty)) for d, o in zip(shape, old.shape, strict=True)]
+    new = tirx.decl_buffer(
+        dims, old.dtype, old.name, scope=old.scope(), data_alignment=old.data_alignment,
+        offset_factor=old.offset_factor,
+    )  # fmt: skip
+
+    def grown(var: Any) -> Any:
+        return new if var.same_as(old) else var
+
+    return tvm_ffi.structural_map(func, (tvm.ir.expr.Var, grown))
+
+
+def _is_zero(expr: Any) -> bool:
+    return isinstance(expr, tirx.IntImm) and expr.value == 0
 
 
 def _round_up(value: int, multiple: int) -> int:
