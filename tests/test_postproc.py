@@ -77,6 +77,15 @@ def _scheduled(
     return sch.mod
 
 
+def _conv1d_case(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random ``X``, ``W`` of :func:`_conv1d` and numpy's ``Y``."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-100, 100, (10, 4)).astype("int32")
+    w = rng.integers(-100, 100, (3, 4, 8)).astype("int32")
+    xp = np.pad(x, ((1, 1), (0, 0)))
+    return x, w, sum(xp[r : r + 10] @ w[r] for r in range(3))
+
+
 def _run(mod: tvm.IRModule, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     ex = tvm.compile(mod, target="llvm")
     dev = tvm.cpu()
@@ -116,11 +125,7 @@ def test_padding_reads_are_guarded_above_the_loops_they_do_not_depend_on(
     assert len(guards) == 1
     assert isinstance(guards[0].then_case, tirx.For)
     assert guards[0].then_case.loop_var.name == "k"
-    rng = np.random.default_rng(0)
-    x = rng.integers(-100, 100, (10, 4)).astype("int32")
-    w = rng.integers(-100, 100, (3, 4, 8)).astype("int32")
-    xp = np.pad(x, ((1, 1), (0, 0)))
-    expected = sum(xp[r : r + 10] @ w[r] for r in range(3))
+    x, w, expected = _conv1d_case(0)
     np.testing.assert_array_equal(_run(mod, x, w), expected)
     np.testing.assert_array_equal(_run(guarded, x, w), expected)
 
@@ -150,11 +155,7 @@ def test_all_guards_run_in_a_boundary_version_only() -> None:
     assert not boundary.loop_var.same_as(interior.loop_var)
     names = [r.block.name_hint for r in _realizes(guarded["main"].body)]
     assert names.count("Y_update") == 1 and names.count("Y_update_boundary") == 1
-    rng = np.random.default_rng(2)
-    x = rng.integers(-100, 100, (10, 4)).astype("int32")
-    w = rng.integers(-100, 100, (3, 4, 8)).astype("int32")
-    xp = np.pad(x, ((1, 1), (0, 0)))
-    expected = sum(xp[r : r + 10] @ w[r] for r in range(3))
+    x, w, expected = _conv1d_case(2)
     np.testing.assert_array_equal(_run(guarded, x, w), expected)
 
 
