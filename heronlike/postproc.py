@@ -561,12 +561,14 @@ def _rebuild(
 
 
 def _wrapped(stmt: Any, conds: list[Any] | None) -> Any:
-    if not conds:
-        return stmt
-    cond = conds[0]
+    return tirx.IfThenElse(_conjunction(conds), stmt, None) if conds else stmt
+
+
+def _conjunction(conds: Sequence[Any]) -> Any:
+    out = conds[0]
     for c in conds[1:]:
-        cond = tirx.And(cond, c)
-    return tirx.IfThenElse(cond, stmt, None)
+        out = tirx.And(out, c)
+    return out
 
 
 def _boundary_version(
@@ -587,10 +589,10 @@ def _boundary_version(
     conds = [c for cs in inner.values() for c in cs]
     top = [max((i for i in uses[id(c)] if i < first), default=-1) + 1 for c in conds]
     k = max(top)
-    while k < first and (isinstance(path[k], tirx.SeqStmt) or len(_realizes(path[k])) > 1):
+    while isinstance(path[k], tirx.SeqStmt) or len(_realizes(path[k])) > 1:
+        if k == first:  # the unrolled loop holds other blocks too
+            return None
         k += 1
-    if k > first or isinstance(path[k], tirx.SeqStmt) or len(_realizes(path[k])) > 1:
-        return None
     analyzer = Analyzer()
     interior = []
     for c in conds:
@@ -610,10 +612,7 @@ def _boundary_version(
             return None  # unbounded, or still varies inside
         strict = isinstance(c, tirx.LT | tirx.GT)
         interior.append(tirx.LE(1, low) if strict else tirx.LE(0, low))
-    cond = interior[0]
-    for c in interior[1:]:
-        cond = tirx.And(cond, c)
-    return k, analyzer.simplify(cond)
+    return k, analyzer.simplify(_conjunction(interior))
 
 
 _INFINITE = {"neg_inf", "pos_inf"}
