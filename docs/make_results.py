@@ -967,6 +967,8 @@ FAIR_VNNI_GEOMEANS = fair_geomeans(
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
 #: ... and on a Zen 4 (2026-11-28)
 FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
+#: ... and on a Zen 5 (2026-12-01), with the boundary version of the padding guards
+FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
@@ -1181,6 +1183,13 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --cases G1,C1D5,C3D3,C3D5,D5 --trials 64 --batch 16 "
             "--no-metaschedule --no-equal-wall",
             summary=geomean("case", "geomean", ("speedup_vs_pytorch",)),
+        ),
+        Table(  # ... on a Zen 5, 2026-12-01
+            "suite-fair-vnni-zen5-2026-12-01",
+            (FAIR_VNNI_ZEN5_DEC_CSV,),
+            FAIR_VNNI_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=FAIR_VNNI_GEOMEANS,
         ),
         Table(  # ... on a Zen 4
             "suite-fair-vnni-zen4",
