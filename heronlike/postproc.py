@@ -466,15 +466,18 @@ def _guard(
             uses[id(cond)] = depth
     if not outer and not inner:
         return func
+
+    def only(guards: dict[int, list[Any]]) -> tirx.PrimFunc:  # one version of the loop nest
+        return func.with_body(_rebuild(path, 0, guards))
+
     version = _boundary_version(path, at, inner, uses) if inner and boundary_version else None
     if version is None:
-        return func.with_body(_rebuild(path, 0, _merge(outer, inner)))
+        return only(_merge(outer, inner))
     at_index, interior = version
+    if isinstance(interior, tirx.IntImm):  # the tile never, or always, reads the padding
+        return only(outer if interior.value else _merge(outer, inner))
     low = {j: c for j, c in outer.items() if j >= at_index}
     high = {j: c for j, c in outer.items() if j < at_index}
-    if isinstance(interior, tirx.IntImm):  # the tile never, or always, reads the padding
-        node = _rebuild(path, at_index, low if interior.value else _merge(low, inner))
-        return func.with_body(_rebuild(path, 0, high, node, at_index))
     boundary = _rebuild(path, at_index, _merge(low, inner))
     node = tirx.IfThenElse(
         interior,
@@ -483,7 +486,7 @@ def _guard(
     )
     versioned = func.with_body(_rebuild(path, 0, high, node, at_index))
     if not _well_formed(versioned):  # a definition the copy could not renew: one version
-        return func.with_body(_rebuild(path, 0, _merge(outer, inner)))
+        return only(_merge(outer, inner))
     return versioned
 
 
