@@ -14,8 +14,13 @@ the suite), its fastest kept.
     taskset -c 0 python benchmarks/register_tiles.py           # ... on one core
     python benchmarks/register_tiles.py --cases "gemm:512,512,512" --tiles 8x2,4x2 --rounds 3
 
-Writes ``benchmarks/results/register_tiles-<cpu>-<date>.csv`` (``register_tiles-1core-…`` when
-this process may run on one core only, as under ``taskset -c 0``).
+On a CPU without AVX512-VNNI the tiles are of the general mode's exact ``vpmaddwd`` intrinsic
+(AVX2: ``n`` vectors of 8 columns, each call widening its 16 bytes of B to int16), and PyTorch
+runs its default (FBGEMM/oneDNN on ``vpmaddubsw``).
+
+Writes ``benchmarks/results/register_tiles-<cpu>-<date>.csv`` (``register_tiles_vpmaddwd-…``
+in the general mode; ``…-1core-…`` when this process may run on one core only, as under
+``taskset -c 0``).
 """
 
 from __future__ import annotations
@@ -36,24 +41,31 @@ from heronlike.space import generate_space  # noqa: E402
 TILES = "16x1,8x2,4x4,2x8,8x1,4x2,2x4,4x1,2x2,1x1"
 
 
-def knobs(params: dict[str, int], m: int, n: int) -> dict[str, int]:
+def knobs(
+    params: dict[str, int], m: int, n: int, tile: tuple[int, int] = (16, 4)
+) -> dict[str, int]:
     """The G1-like schedule of a GEMM ``M × N × K`` with an ``m × n`` register tile.
 
+    Args:
+        tile: the intrinsic's ``(lanes, k)``: ``(16, 4)`` for ``vpdpbusd`` zmm, ``(8, 2)``
+            for the AVX2 ``vpmaddwd`` of the general mode (:attr:`benchmarks.suite.Mode.tile`).
+
     Raises:
-        ValueError: the shape is not split that way (``M`` by ``8·m``, ``N`` by ``32·n``,
-            ``K`` by 16).
+        ValueError: the shape is not split that way (``M`` by ``8·m``, ``N`` by
+            ``2·lanes·n``, ``K`` by ``4·k``).
     """
     M, N, K = params["M"], params["N"], params["K"]
-    if M % (8 * m) or N % (32 * n) or K % 16:
+    lanes, k = tile
+    if M % (8 * m) or N % (2 * lanes * n) or K % (4 * k):
         raise ValueError(f"GEMM {M}x{N}x{K} has no {m}x{n} tile under 8 x 2 parallel tiles")
     return {
         "C.v_i.S0": 8,
         "C.v_i.S1": M // 8 // m,
         "C.v_i.S2": m,
         "C.v_j.S0": 2,
-        "C.v_j.S1": N // 32 // n,
+        "C.v_j.S1": N // (2 * lanes) // n,
         "C.v_j.S2": n,
-        "C.v_k.R0": K // 16,
+        "C.v_k.R0": K // (4 * k),
         "C.v_k.R1": 4,
         "C.order@S1.v_i": 2,
         "C.order@S1.v_j": 1,
@@ -70,7 +82,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     tiles = [tuple(int(v) for v in t.split("x")) for t in a.tiles.split(",")]
     programs = {}
     for m, n in tiles:
-        point = space.csp.complete(knobs(case.params, m, n))
+        point = space.csp.complete(knobs(case.params, m, n, mode.tile or (16, 4)))
         if point is None:
             raise ValueError(f"{spec}: the {m}x{n} tile is no point of {space.target.key}")
         programs[f"{m}x{n}"] = space.program(point)
@@ -89,6 +101,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
                 case=case.name,
                 shape_run=suite._params_text(case.params),
                 tile=f"{m}x{n}",
+                intrinsic=mode.mnemonic,
                 accumulators=m * n,
                 ms=s * 1e3,
                 gops=ops_count / s / 1e9,
@@ -117,14 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5, help="harness rounds")
     a = p.parse_args(argv)
     mode = suite.cap_pytorch_isa(suite.resolve_mode("auto"))  # PyTorch on VNNI too, not AMX
-    if mode.name != "vnni":
-        print("this CPU has no AVX512-VNNI: nothing to measure", file=sys.stderr)
+    if mode.mnemonic is None:
+        print("this CPU has neither AVX512-VNNI nor AVX2: no int8 intrinsic", file=sys.stderr)
         return 1
     # one core (taskset -c 0) gets its own file: the threads are the target's, the affinity's
     one_core = len(os.sched_getaffinity(0)) == 1
-    _, path = suite.run_per_case(
-        a, one_case, "register_tiles-1core" if one_core else "register_tiles"
-    )
+    name = "register_tiles" if mode.name == "vnni" else f"register_tiles_{mode.mnemonic}"
+    _, path = suite.run_per_case(a, one_case, f"{name}-1core" if one_core else name)
     return 0 if path else 1
 
 

@@ -1271,6 +1271,12 @@ TABLES: dict[str, Table] = {
             REGISTER_TILE_COLUMNS,
             "python benchmarks/register_tiles.py; taskset -c 0 python benchmarks/register_tiles.py",
         ),
+        Table(  # the same schedule on the vpmaddwd intrinsic of a CPU without VNNI
+            "register-tiles-vpmaddwd-zen3",
+            ("register_tiles_vpmaddwd-amd-epyc-f25m1-2026-12-02.csv",),
+            REGISTER_TILE_COLUMNS,
+            "python benchmarks/register_tiles.py --tiles 1x8,2x4,4x2,8x1,2x2,4x1,1x4",
+        ),
         Table(
             "loop-order",
             ("loop_order-*.csv",),
@@ -1334,7 +1340,7 @@ TABLES: dict[str, Table] = {
         ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",
-            ("suite_fair-general-*.csv",),
+            ("suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-27.csv",),
             FAIR_COLUMNS,
             "python benchmarks/suite.py --quick  (then --table --quick for the rest)",
             summary=FAIR_GEOMEANS,

@@ -39,6 +39,27 @@ def test_every_listed_tile_is_a_point_differing_only_in_its_tile() -> None:
         register_tiles.knobs({"M": 64, "N": 512, "K": 128}, 16, 1)
 
 
+def test_vpmaddwd_tiles_are_points_of_the_general_target() -> None:
+    """On ``dlboost -general`` for a CPU without VNNI (``znver3``: AVX2), the same schedule is
+    split by the ``vpmaddwd`` intrinsic's 8 lanes × 2: every listed tile is a point."""
+    params = {"M": 256, "N": 512, "K": 128}
+    space = generate_space(
+        ops.gemm(**params, dtype="int8"), "llvm -mcpu=znver3 -num-cores=2 -accumulators=0"
+    )
+    assert [i.name for i in space.target.intrinsics if i.a_dtype == "uint8"] == [
+        "heronlike_avx2_pmaddwd_8x2_u8s8s32"
+    ]
+    for m, n in [(1, 8), (2, 4), (4, 2), (8, 1), (2, 2)]:
+        point = space.csp.complete(register_tiles.knobs(params, m, n, (8, 2)))
+        assert point is not None, (m, n)
+        assert (point["C.v_i.S2"], point["C.v_j.S2"]) == (m, n)
+        lanes = point["C.v_j.S0"] * point["C.v_j.S1"] * point["C.v_j.S2"] * 8
+        assert lanes == params["N"]
+        assert point["C.v_k.R0"] * point["C.v_k.R1"] * 2 == params["K"]
+    with pytest.raises(ValueError, match="no 1x64 tile"):
+        register_tiles.knobs(params, 1, 64, (8, 2))
+
+
 def test_accumulators_of_sampled_programs() -> None:
     space = generate_space(ops.gemm(64, 256, 64, dtype="int8"), TARGET)
     for point in RandSAT(space.csp, seed=1).sample(6):
