@@ -972,6 +972,27 @@ FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
+#: the fair table on a Zen 3 without VNNI (both tuners on the vpmaddwd intrinsic): 2026-11-27,
+#: before the equal-wall-time column ...
+FAIR_GENERAL_ZEN3_NOV_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-27.csv"
+#: ... and 2026-12-02, with it (the cases that ran before the session's time was spent)
+FAIR_GENERAL_ZEN3_DEC_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-12-02.csv"
+#: its geomeans: all rows, and the rows where both best kernels use the intrinsic
+FAIR_GENERAL_GEOMEANS = both(
+    geomean(
+        "case",
+        "geomean, all rows",
+        ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall"),
+    ),
+    geomean(
+        "case",
+        "geomean, rows where both use the intrinsic",
+        ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall"),
+        where=lambda r: (
+            r.get("heronlike_uses_intrinsic") == "True" and r.get("ms_uses_intrinsic") == "True"
+        ),
+    ),
+)
 #: the padding guards (none / outer / all / all in one version) on a Zen 5
 PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
 #: the README's rows of it: the demo's GEMM and rows won and lost, then the geomeans
@@ -1340,10 +1361,18 @@ TABLES: dict[str, Table] = {
         ),
         Table(  # the same on a CPU without VNNI (both tuners on vpmaddwd)
             "suite-fair",
-            ("suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-27.csv",),
+            (FAIR_GENERAL_ZEN3_NOV_CSV,),
             FAIR_COLUMNS,
             "python benchmarks/suite.py --quick  (then --table --quick for the rest)",
             summary=FAIR_GEOMEANS,
+        ),
+        Table(  # ... again on a Zen 3, with heronlike given MetaSchedule's search time
+            "suite-fair-general-zen3-2026-12-02",
+            (FAIR_GENERAL_ZEN3_DEC_CSV,),
+            FAIR_VNNI_COLUMNS,
+            "python benchmarks/suite.py --quick --cases G1,G3,G4,B1,T5,…  "
+            "(--table --quick runs the rest)",
+            summary=FAIR_GENERAL_GEOMEANS,
         ),
         # ---- llvm
         Table(
