@@ -427,6 +427,15 @@ GUARDS_OPTION_COLUMNS = (
     Col("picks with all guards, with it", "{on_all} of {seeds}"),
 )
 
+#: benchmarks/pmaddwd_loops.py: the AVX2 int8 micro-kernel's loop four ways, in L1
+PMADDWD_LOOP_COLUMNS = (
+    Col("register tile (rows × vectors)", "{tile}"),
+    Col("loop", "{variant}"),
+    Col("G op/s (one thread, median)", "{gops:.1f}"),
+    Col("% of the vpmaddwd peak", "{pct_peak:.0f}"),
+    Col("exact", "{exact}"),
+)
+
 REGISTER_TILE_COLUMNS = (
     Col("case", "{case}"),
     Col("threads", "{threads}"),
@@ -1297,6 +1306,13 @@ TABLES: dict[str, Table] = {
             ("register_tiles_vpmaddwd-amd-epyc-f25m1-2026-12-02.csv",),
             REGISTER_TILE_COLUMNS,
             "python benchmarks/register_tiles.py --tiles 1x8,2x4,4x2,8x1,2x2,4x1,1x4",
+        ),
+        Table(  # the AVX2 int8 micro-kernel four ways (widening in the loop or at packing)
+            "pmaddwd-loops-zen3",
+            ("pmaddwd_loops-amd-epyc-f25m1-2026-12-02.csv",),
+            PMADDWD_LOOP_COLUMNS,
+            "taskset -c 0 python benchmarks/pmaddwd_loops.py --tiles 2x4,1x8,4x2,8x1,3x4 "
+            "--csv …",
         ),
         Table(
             "loop-order",
