@@ -1311,8 +1311,7 @@ TABLES: dict[str, Table] = {
             "pmaddwd-loops-zen3",
             ("pmaddwd_loops-amd-epyc-f25m1-2026-12-02.csv",),
             PMADDWD_LOOP_COLUMNS,
-            "taskset -c 0 python benchmarks/pmaddwd_loops.py --tiles 2x4,1x8,4x2,8x1,3x4 "
-            "--csv …",
+            "taskset -c 0 python benchmarks/pmaddwd_loops.py --tiles 2x4,1x8,4x2,8x1,3x4 --csv …",
         ),
         Table(
             "loop-order",
