@@ -947,16 +947,23 @@ AMX_MACHINE = (
 
 #: the equal-trials speedups' (FAIR_GEOMEANS adds the rows where both use the mode's intrinsic)
 FAIR_HEADLINE_GEOMEANS = fair_geomeans(("speedup_vs_ms", "speedup_vs_pytorch"))
-FAIR_GEOMEANS = both(
-    FAIR_HEADLINE_GEOMEANS,
-    geomean(
+
+
+def intrinsic_geomean(cols: tuple[str, ...]):
+    """The fair table's geometric mean of ``cols`` over the rows where both best kernels use
+    the mode's intrinsic (its instruction found in their assembly)."""
+    return geomean(
         "case",
         "geomean, rows where both use the intrinsic",
-        ("speedup_vs_ms", "speedup_vs_pytorch"),
+        cols,
         where=lambda r: (
             r.get("heronlike_uses_intrinsic") == "True" and r.get("ms_uses_intrinsic") == "True"
         ),
-    ),
+    )
+
+
+FAIR_GEOMEANS = both(
+    FAIR_HEADLINE_GEOMEANS, intrinsic_geomean(("speedup_vs_ms", "speedup_vs_pytorch"))
 )
 
 #: the fair table on VNNI: the same, and heronlike given MetaSchedule's search time (its tune
@@ -987,20 +994,10 @@ FAIR_GENERAL_ZEN3_NOV_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-2
 #: ... and 2026-12-02, with it (the cases that ran before the session's time was spent)
 FAIR_GENERAL_ZEN3_DEC_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-12-02.csv"
 #: its geomeans: all rows, and the rows where both best kernels use the intrinsic
+_FAIR_GENERAL_RATIOS = ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 FAIR_GENERAL_GEOMEANS = both(
-    geomean(
-        "case",
-        "geomean, all rows",
-        ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall"),
-    ),
-    geomean(
-        "case",
-        "geomean, rows where both use the intrinsic",
-        ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall"),
-        where=lambda r: (
-            r.get("heronlike_uses_intrinsic") == "True" and r.get("ms_uses_intrinsic") == "True"
-        ),
-    ),
+    geomean("case", "geomean, all rows", _FAIR_GENERAL_RATIOS),
+    intrinsic_geomean(_FAIR_GENERAL_RATIOS),
 )
 #: the padding guards (none / outer / all / all in one version) on a Zen 5
 PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
