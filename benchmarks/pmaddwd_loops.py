@@ -1,4 +1,4 @@
-"""The int8 micro-kernel of a CPU without VNNI, four ways, timed in L1 (issue 25).
+"""The int8 micro-kernel of a CPU without VNNI, five ways, timed in L1 (issue 25).
 
 heronlike's ``dlboost -general`` tensorizes u8 × s8 onto the exact ``vpmaddwd`` intrinsic
 (:data:`heronlike.dla_targets.dlboost.PMADDWD_AVX2`): every call widens its 16 bytes of B with
@@ -6,13 +6,15 @@ heronlike's ``dlboost -general`` tensorizes u8 × s8 onto the exact ``vpmaddwd``
 ``vpbroadcastd``) before its ``vpmaddwd`` and ``vpaddd``. Its tuned GEMMs and convolutions run
 at 24-46 % of the ``vpmaddwd`` peak (``benchmarks/peak.py``). This benchmark asks how much of
 that the instruction mix explains: one ``m × n`` register tile (``m`` rows of A by ``n``
-vectors of 8 int32 columns), its operands in L1, its reduction loop written four ways in C
+vectors of 8 int32 columns), its operands in L1, its reduction loop written five ways in C
 with AVX2 intrinsics:
 
 * ``widen_ab``: today's intrinsic (A u8 and B s8 in memory, both widened in the loop);
 * ``widen_a``: B pre-widened to int16 when the weight is packed (``vpmaddwd`` takes it from
   memory), A still widened;
-* ``none``: A pre-widened too (an int16 pair broadcast from memory with ``vpbroadcastd``), the
+* ``widen_b``: A pre-widened to int16 (a materialized copy of the activations, an int16 pair
+  broadcast from memory with ``vpbroadcastd``), B still widened in the loop;
+* ``none``: A and B pre-widened (an int16 pair broadcast from memory with ``vpbroadcastd``), the
   loop only ``vpmaddwd`` + ``vpaddd``;
 * ``maddubs``: what FBGEMM and oneDNN run on AVX2 (``vpmaddubsw`` on raw bytes, then
   ``vpmaddwd`` by ones, then ``vpaddd``): 32 products per ``vpmaddubsw``, but it saturates
@@ -46,7 +48,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from heronlike.host import cpu_flags, machine_stamp  # noqa: E402
 
-VARIANTS = ("widen_ab", "widen_a", "none", "maddubs")
+VARIANTS = ("widen_ab", "widen_a", "widen_b", "none", "maddubs")
 #: int8 k-steps per call of the kernel (the reduction's length; operands stay in L1)
 K = 512
 LANES = 8  # int32 lanes of a ymm register
@@ -60,14 +62,14 @@ def _load_a(variant: str, r: int) -> str:
             f"__m256i a{r} = _mm256_broadcastd_epi32(_mm_cvtepu8_epi16(_mm_cvtsi32_si128("
             f"*(const unsigned short *)(A + {r} * K + k))));"
         )
-    if variant == "none":  # pre-widened int16 pair, broadcast from memory
+    if variant in ("widen_b", "none"):  # pre-widened int16 pair, broadcast from memory
         return f"__m256i a{r} = _mm256_set1_epi32(*(const int *)(A16 + {r} * K + k));"
     return f"__m256i a{r} = _mm256_set1_epi32(*(const int *)(A + {r} * K + k));"  # u8 quad
 
 
 def _load_b(variant: str, c: int) -> str:
     """C for vector ``c`` of B at reduction step ``k`` (8 lanes × 2 int16, or × 4 bytes)."""
-    if variant == "widen_ab":
+    if variant in ("widen_ab", "widen_b"):
         return (
             f"__m256i b{c} = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)"
             f"(B + (k / 2) * NB * 16 + {c} * 16)));"

@@ -427,7 +427,7 @@ GUARDS_OPTION_COLUMNS = (
     Col("picks with all guards, with it", "{on_all} of {seeds}"),
 )
 
-#: benchmarks/pmaddwd_loops.py: the AVX2 int8 micro-kernel's loop four ways, in L1
+#: benchmarks/pmaddwd_loops.py: the AVX2 int8 micro-kernel's loop five ways, in L1
 PMADDWD_LOOP_COLUMNS = (
     Col("register tile (rows × vectors)", "{tile}"),
     Col("loop", "{variant}"),

@@ -1,5 +1,5 @@
 """``benchmarks/pmaddwd_loops.py``: each variant of the AVX2 int8 micro-kernel computes
-``A @ W`` (the three exact ones bit for bit; FBGEMM's ``vpmaddubsw`` loop saturates on
+``A @ W`` (the four exact ones bit for bit; FBGEMM's ``vpmaddubsw`` loop saturates on
 full-range operands), and its emitted loop holds the instruction mix it is named for."""
 
 from __future__ import annotations
@@ -51,7 +51,13 @@ def built(tmp_path_factory):
 
 
 #: variant -> (vpmovsxbw, vpmovzxbw, vpmaddubsw) per iteration of the 2 x 4 tile's loop
-MIX = {"widen_ab": (4, 2, 0), "widen_a": (0, 2, 0), "none": (0, 0, 0), "maddubs": (0, 0, 8)}
+MIX = {
+    "widen_ab": (4, 2, 0),
+    "widen_a": (0, 2, 0),
+    "widen_b": (4, 0, 0),
+    "none": (0, 0, 0),
+    "maddubs": (0, 0, 8),
+}
 
 
 @pytest.mark.parametrize("variant", pmaddwd_loops.VARIANTS)
