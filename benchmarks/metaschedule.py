@@ -237,9 +237,10 @@ def intrinsic_space(intrinsic: str) -> Any:
 
 def _register_heronlike_intrinsic(name: str) -> None:
     """Register the heronlike x86 intrinsic called ``name`` with TVM (in the worker)."""
-    from heronlike.dla_targets.dlboost import PMADDWD_AVX2, PMADDWD_AVX512, VNNI
+    from heronlike.dla_targets import dlboost as d
 
-    known = {i.name: i for i in (PMADDWD_AVX2, PMADDWD_AVX512, VNNI)}
+    intrinsics = (d.PMADDWD_AVX2, d.PMADDWD_AVX512, d.PMADDWD_AVX2_A16, d.PMADDWD_AVX512_A16)
+    known = {i.name: i for i in (*intrinsics, d.VNNI)}
     if name not in known:
         raise KeyError(f"no heronlike x86 intrinsic {name!r}; known: {', '.join(known)}")
     known[name].register()
@@ -521,6 +522,40 @@ def pack_func_weight(func: Any, op: str) -> tuple[Any, tuple[int, int, int] | No
 def _read_index(sch: Any, block: Any, buffer: Any) -> int:
     reads = sch.get(block).reads
     return next(i for i, r in enumerate(reads) if r.source.same_as(buffer))
+
+
+#: MetaSchedule's block annotation that keeps ``AutoInline`` from inlining a block
+MS_INLINE_RULE = "meta_schedule.inline_rule"
+
+
+def widen_func_operands(func: Any, matches: Any) -> Any:
+    """``func`` with the A operand of every stage in ``matches`` (heronlike
+    :class:`~heronlike.intrinsic.IntrinsicMatch` es of the compute) widened as heronlike's
+    kernel widens it (:func:`heronlike.rules.widen.widen_operand`) where the intrinsic reads A
+    in a wider dtype (AVX2's ``vpmaddwd``, ``a_storage_dtype="int16"``), so MetaSchedule's
+    tensorization finds the intrinsic's int16 operand. The widened producer (a new copy, or
+    the retyped padding) is annotated so that MetaSchedule's ``AutoInline`` keeps it a stage of
+    its own (inlined, the stage would read ``int16(A)`` and no longer match the intrinsic): the
+    same materialised int16 copy heronlike's kernel writes. Unchanged where no intrinsic reads
+    a wider A."""
+    from tvm import s_tir
+
+    from heronlike.rules.widen import widen_operand
+
+    widened = []
+    for m in matches:
+        dtype = m.intrinsic.a_storage_dtype
+        if dtype is None or dtype == m.a.dtype:
+            continue
+        func, name, _ = widen_operand(func, m.stage.name, m.a.buffer, dtype)
+        widened.append(name)
+    if not widened:
+        return func
+    sch = s_tir.Schedule(func)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if str(sch.get(block).writes[0].source.name) in widened:
+            sch.annotate(block, MS_INLINE_RULE, "disable")
+    return sch.mod["main"]
 
 
 def pack_func_layouts(func: Any, layouts: dict[int, Any]) -> Any:

@@ -291,7 +291,7 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
     """The mode for ``--mode`` (``auto``: ``vnni`` when this CPU has AVX512-VNNI, else
     ``general``) or an explicit heronlike ``--target`` (general when it is a general target).
     """
-    from heronlike.dla_targets.dlboost import host_has_vnni
+    from heronlike.dla_targets.dlboost import VNNI, host_has_vnni
     from heronlike.target import get_target
 
     has_vnni = host_has_vnni()
@@ -304,25 +304,29 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
     if name == "vnni":
         note = "VNNI: both tuners target DL Boost (AVX512-VNNI vpdpbusd)"
         return Mode(name, target, note)
-    if has_vnni:
+    tgt = get_target(target)
+    intrinsics = [i for i in tgt.intrinsics if i.a_dtype == "uint8"]
+    if has_vnni and (not intrinsics or intrinsics[0].name == VNNI.name):
         note = (
             "general: heronlike's general rule set (target llvm = dlboost -general) and "
             "MetaSchedule on plain llvm; this CPU has VNNI, so either may still use it"
         )
         return Mode(name, target, note)
-    intrinsics = [i for i in get_target(target).intrinsics if i.a_dtype == "uint8"]
+    # no VNNI here, or a target whose -mcpu has none (an AVX2 target timed on a VNNI CPU)
+    cpu = f"the target's CPU (-mcpu={tgt.mcpu}) has" if has_vnni else "this CPU has"
     if not intrinsics:
         note = (
-            "general: this CPU has no AVX512-VNNI and no AVX2, so both tuners run without an "
+            f"general: {cpu} no AVX512-VNNI and no AVX2, so both tuners run without an "
             "int8 intrinsic (heronlike target llvm = dlboost -general, MetaSchedule on plain "
             "llvm); VNNI figures are unmeasured"
         )
         return Mode(name, target, note, mnemonic=None, tile=None)
     intrin = intrinsics[0]
     note = (
-        "general: this CPU has no AVX512-VNNI, so both tuners tensorize int8 onto heronlike's "
-        f"exact vpmaddwd intrinsic ({intrin.n} x {intrin.k}; heronlike target llvm = dlboost "
-        "-general; MetaSchedule through MultiLevelTilingWithIntrin, in union with its plain "
+        f"general: {cpu} no AVX512-VNNI, so both tuners tensorize int8 onto heronlike's "
+        f"exact vpmaddwd intrinsic ({intrin.n} x {intrin.k}; heronlike target {target}"
+        f"{' = dlboost -general' if target == 'llvm' else ''}; "
+        "MetaSchedule through MultiLevelTilingWithIntrin, in union with its plain "
         "LLVM space, on the same llvm target); "
         "VNNI figures are unmeasured"
     )
@@ -1113,7 +1117,7 @@ def run_metaschedule(dag, compute, space, args, mode: Mode, tgt, worker, work: P
     fields and its best kernel as ``(library, arrays in its layout)`` or None."""
     import tvm
 
-    from benchmarks.metaschedule import pack_func_layouts
+    from benchmarks.metaschedule import pack_func_layouts, widen_func_operands
     from heronlike.space import generate_space
 
     func, layouts = dag.func, {}
@@ -1126,6 +1130,8 @@ def run_metaschedule(dag, compute, space, args, mode: Mode, tgt, worker, work: P
         layouts = ms_layouts(space, dag.func) if space is not None else {}
         if layouts:
             func = pack_func_layouts(dag.func, layouts)
+    if mode.intrinsic is not None:  # the int16 copy of A heronlike's kernel reads, if any
+        func = widen_func_operands(func, tgt.match(dag))
     names = [p.name for p in dag.params]
     layout_text = "; ".join(f"{names[i]}: {layouts[i]}" for i in sorted(layouts))
     layout_text = f"packed as heronlike's kernel takes it: {layout_text}" if layouts else "plain"
@@ -1262,6 +1268,12 @@ def per_case_parser(doc: str, cases: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=QUICK_TRIALS)
     p.add_argument("--batch", type=int, default=QUICK_BATCH)
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="heronlike target (default: this CPU's mode, dlboost or llvm); e.g. "
+        '"llvm -mcpu=znver3" for the AVX2 kernels on a newer CPU',
+    )
     return p
 
 
@@ -1278,7 +1290,7 @@ def run_per_case(
 
     from heronlike.host import machine_slug
 
-    mode = resolve_mode("auto")
+    mode = resolve_mode("auto", getattr(args, "target", None))
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for spec in split_cases(args.cases):

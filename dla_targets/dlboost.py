@@ -13,7 +13,8 @@ Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per c
 ``-general``, ``-accumulators[=auto|<n>]`` (a register tile of at least that many
 ``vpdpbusd`` accumulators: :attr:`DLBoostTarget.accumulators`) and ``-all-guards=<share>``
 (where the padding taps may also be skipped inside the register tile:
-:attr:`DLBoostTarget.all_guards_min_share`). ``"llvm"`` and ``"x86"``
+:attr:`DLBoostTarget.all_guards_min_share`) and ``-widen-a[=0|1]`` (whether ``vpmaddwd`` reads
+A from an int16 copy: :attr:`DLBoostTarget.widen_a`). ``"llvm"`` and ``"x86"``
 mean ``"dlboost -general"`` (:attr:`name_options`; the same space and records key): the CPU
 target for any compute TVM can build.
 
@@ -22,7 +23,8 @@ padded inside the kernel (:class:`heronlike.rules.pad.PadToIntrinsic`, measured)
 
 ``-general`` (or ``{"kind": "dlboost", "general": True}``, or the name ``"llvm"``) also runs on
 a CPU without VNNI (u8 × s8 stages are then tensorized onto the exact ``vpmaddwd`` intrinsic of
-AVX2 or AVX-512BW, :data:`PMADDWD_AVX2` / :data:`PMADDWD_AVX512`, every other stage goes to the
+AVX2 or AVX-512BW, :data:`PMADDWD_AVX2_A16` / :data:`PMADDWD_AVX512_A16`, which read A from
+an int16 copy the kernel writes first; every other stage goes to the
 general rule set, and the target key names that CPU), and allows computes with no stage that
 maps onto VNNI (float32/float16 reductions,
 depthwise convolution, softmax, normalisation, element-wise, transposes): such stages are tuned
@@ -70,6 +72,7 @@ from heronlike.rules.rows import FuseIntoRow, ParallelizeReduction
 from heronlike.rules.skip_padding import ALL_GUARDS_MIN_ZERO_SHARE
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
+from heronlike.rules.widen import WidenOperand
 from heronlike.target import DLATarget, MemoryLevel
 
 VNNI_INTRIN_NAME = "heronlike_vnni_16x4_u8s8s32"
@@ -193,18 +196,27 @@ PMADDWD_INTRIN_NAMES = {
     32: "heronlike_avx2_pmaddwd_8x2_u8s8s32",
     64: "heronlike_avx512bw_pmaddwd_16x2_u8s8s32",
 }
+#: the ``vpmaddwd`` intrinsics that read A pre-widened to int16
+PMADDWD_A16_INTRIN_NAMES = {
+    32: "heronlike_avx2_pmaddwd_8x2_s16s8s32",
+    64: "heronlike_avx512bw_pmaddwd_16x2_s16s8s32",
+}
 _PMADDWD_LLVM = {32: "llvm.x86.avx2.pmadd.wd", 64: "llvm.x86.avx512.pmaddw.d.512"}
 
 
-def _pmaddwd_functions(vector_bytes: int) -> tuple[Any, Any]:
+def _pmaddwd_functions(vector_bytes: int, a_dtype: str = "uint8") -> tuple[Any, Any]:
     """The exact u8 × s8 → s32 dot product of CPUs without VNNI, on ``vpmaddwd`` (AVX2 ymm or
     AVX-512BW zmm): description and implementation (TVMScript PrimFuncs) of the
     ``1 × lanes × 2`` tile ``C[n] += A[k] * B[n, k]`` (``lanes`` = ``vector_bytes / 4`` int32).
 
-    Both operands are widened to int16 (A zero-extended, B sign-extended; ``vpmovzxbw`` /
-    ``vpmovsxbw``) and ``vpmaddwd`` sums each pair of 16-bit products into a 32-bit lane,
-    which is then added to ``C``: 2 multiply-adds per lane per instruction, and exact
-    (``|u8 · s8| · 2 ≤ 65 280`` fits int32). TVM's own ``dot_16x4_avx512`` uses
+    Both operands are widened to int16 and ``vpmaddwd`` sums each pair of 16-bit products into
+    a 32-bit lane, which is then added to ``C``: 2 multiply-adds per lane per instruction, and
+    exact (``|u8 · s8| · 2 ≤ 65 280`` fits int32). B is widened in the call (sign-extended,
+    ``vpmovsxbw``). A is zero-extended in the call (``vpmovzxbw``, then broadcast) when
+    ``a_dtype`` is ``"uint8"``; with ``"int16"`` the call reads a pre-widened copy of A (the
+    stage's own, :class:`~heronlike.rules.widen.WidenOperand`) and broadcasts each pair with
+    one ``vpbroadcastd`` from memory: on a Zen 3 that loop runs 1.06-3.2× faster
+    (``benchmarks/pmaddwd_loops.py``, docs/results.md). TVM's own ``dot_16x4_avx512`` uses
     ``vpmaddubsw`` instead, which saturates at int16 and is not exact for u8 × s8 operands
     (oneDNN and FBGEMM use it on AVX2 too, and keep activations to 7 bits where exactness
     matters).
@@ -216,7 +228,7 @@ def _pmaddwd_functions(vector_bytes: int) -> tuple[Any, Any]:
 
     @T.prim_func(s_tir=True)
     def desc(
-        A: T.Buffer((2,), "uint8", offset_factor=1),
+        A: T.Buffer((2,), a_dtype, offset_factor=1),
         B: T.Buffer((lanes, 2), "int8", offset_factor=1),
         C: T.Buffer((lanes,), "int32", offset_factor=1),
     ) -> None:
@@ -229,20 +241,25 @@ def _pmaddwd_functions(vector_bytes: int) -> tuple[Any, Any]:
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
 
+    def a_pair(A: Any) -> Any:
+        """A's two values as one int32 holding two int16."""
+        if a_dtype == "int16":
+            return T.reinterpret(A.vload([0], "int16x2"), dtype="int32")
+        return T.reinterpret(T.Cast("int16x2", A.vload([0], "uint8x2")), dtype="int32")
+
     @T.prim_func(s_tir=True)
     def impl(
-        A: T.Buffer((2,), "uint8", offset_factor=1),
+        A: T.Buffer((2,), a_dtype, offset_factor=1),
         B: T.Buffer((lanes, 2), "int8", offset_factor=1),
         C: T.Buffer((lanes,), "int32", offset_factor=1),
     ) -> None:
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:2], B[0:lanes, 0:2])
             T.writes(C[0:lanes])
-            a_pair = T.reinterpret(T.Cast("int16x2", A.vload([0], "uint8x2")), dtype="int32")
             C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], dtype=f"int32x{lanes}") + (
                 T.call_llvm_pure_intrin(
                     T.llvm_lookup_intrinsic_id(intrin),
-                    T.reinterpret(T.broadcast(a_pair, lanes), dtype=f"int16x{2 * lanes}"),
+                    T.reinterpret(T.broadcast(a_pair(A), lanes), dtype=f"int16x{2 * lanes}"),
                     T.Cast(f"int16x{2 * lanes}", B.vload([0, 0], dtype=f"int8x{2 * lanes}")),
                     dtype=f"int32x{lanes}",
                 )
@@ -252,19 +269,24 @@ def _pmaddwd_functions(vector_bytes: int) -> tuple[Any, Any]:
 
 
 @functools.cache
-def register_pmaddwd(vector_bytes: int) -> str:
-    """Register the ``vpmaddwd`` intrinsic for ``vector_bytes`` (32: AVX2, 64: AVX-512BW)
-    with TVM under :data:`PMADDWD_INTRIN_NAMES` (idempotent); returns its name."""
+def register_pmaddwd(vector_bytes: int, a_dtype: str = "uint8") -> str:
+    """Register the ``vpmaddwd`` intrinsic for ``vector_bytes`` (32: AVX2, 64: AVX-512BW) and
+    A in ``a_dtype`` (``"uint8"``, or ``"int16"`` pre-widened) with TVM under
+    :data:`PMADDWD_INTRIN_NAMES` / :data:`PMADDWD_A16_INTRIN_NAMES` (idempotent); returns its
+    name."""
     from tvm.s_tir import TensorIntrin
 
-    name = PMADDWD_INTRIN_NAMES[vector_bytes]
-    TensorIntrin.register(name, *_pmaddwd_functions(vector_bytes))
+    names = PMADDWD_A16_INTRIN_NAMES if a_dtype == "int16" else PMADDWD_INTRIN_NAMES
+    name = names[vector_bytes]
+    TensorIntrin.register(name, *_pmaddwd_functions(vector_bytes, a_dtype))
     return name
 
 
-def _pmaddwd_intrinsic(vector_bytes: int) -> Intrinsic:
+def _pmaddwd_intrinsic(vector_bytes: int, widen_a: bool = False) -> Intrinsic:
+    a_storage = "int16" if widen_a else None
+    names = PMADDWD_A16_INTRIN_NAMES if widen_a else PMADDWD_INTRIN_NAMES
     return Intrinsic(
-        name=PMADDWD_INTRIN_NAMES[vector_bytes],
+        name=names[vector_bytes],
         m=1,
         n=vector_bytes // 4,
         k=2,
@@ -272,15 +294,26 @@ def _pmaddwd_intrinsic(vector_bytes: int) -> Intrinsic:
         b_dtype="int8",
         c_dtype="int32",
         pack_b=True,
-        register=functools.partial(register_pmaddwd, vector_bytes),
+        register=functools.partial(register_pmaddwd, vector_bytes, a_storage or "uint8"),
+        a_storage_dtype=a_storage,
     )
 
 
 #: u8 × s8 → s32 without VNNI: ``vpmaddwd`` on widened operands, ``1 × 8 × 2`` (AVX2) and
 #: ``1 × 16 × 2`` (AVX-512BW); what a ``-general`` target tensorizes int8 stages onto on a CPU
-#: without AVX512-VNNI
+#: without AVX512-VNNI. These widen A in every call (``-widen-a=0``).
 PMADDWD_AVX2 = _pmaddwd_intrinsic(32)
 PMADDWD_AVX512 = _pmaddwd_intrinsic(64)
+#: the same, reading A pre-widened to int16 (a copy the kernel writes first,
+#: :class:`~heronlike.rules.widen.WidenOperand`; ``-widen-a``, the default: measured faster,
+#: :attr:`DLBoostTarget.widen_a`)
+PMADDWD_AVX2_A16 = _pmaddwd_intrinsic(32, widen_a=True)
+PMADDWD_AVX512_A16 = _pmaddwd_intrinsic(64, widen_a=True)
+
+
+def _flag(value: str | bool) -> bool:
+    """A boolean target option's value: ``-x``, ``-x=1``/``true``/``yes``/``on``."""
+    return value is True or str(value).lower() in ("1", "true", "yes", "on")
 
 
 def _cache_bytes(level: int, default: int) -> int:
@@ -386,7 +419,7 @@ class DLBoostTarget(DLATarget):
     ``-general`` on a CPU without VNNI, onto ``vpmaddwd`` (AVX2 / AVX-512BW)."""
 
     names = ("dlboost", "llvm", "x86")
-    option_names = ("mcpu", "num-cores", "general", "accumulators", "all-guards")
+    option_names = ("mcpu", "num-cores", "general", "accumulators", "all-guards", "widen-a")
     #: ``"llvm"`` and ``"x86"`` tune any compute: VNNI where a stage maps onto it and the CPU
     #: has it, the general rule set for the rest (``"llvm -general=0"`` is ``"dlboost"``)
     name_options = {"llvm": {"general": True}, "x86": {"general": True}}
@@ -401,8 +434,22 @@ class DLBoostTarget(DLATarget):
     @property
     def general(self) -> bool:
         """Whether computes without a VNNI stage may be tuned by the general rule set."""
-        value = self.options.get("general", False)
-        return value is True or str(value).lower() in ("1", "true", "yes", "on")
+        return _flag(self.options.get("general", False))
+
+    @property
+    def widen_a(self) -> bool:
+        """Whether stages tensorized onto ``vpmaddwd`` (a general target on a CPU without VNNI)
+        read A pre-widened to int16 (:data:`PMADDWD_AVX2_A16`, :data:`PMADDWD_AVX512_A16`: a
+        copy the kernel writes first) rather than widening it in every call
+        (:data:`PMADDWD_AVX2`, :data:`PMADDWD_AVX512`): ``-widen-a[=0|1]``, default on. The
+        loop alone ran 1.06-3.2× faster on a Zen 3 (``benchmarks/pmaddwd_loops.py``), one G1
+        schedule 1.10-1.70× (AVX2) and 1.10-1.63× (AVX-512BW) on a Zen 5 by register tile
+        (docs/results.md, "Pre-widened A"). A distinct space from the in-call one: the records
+        key names it."""
+        value = self.options.get("widen-a")
+        if value is None:
+            return True
+        return _flag(value)
 
     def prior(self) -> LinearPrior:
         """:data:`PRIOR`, fitted on VNNI and general-rule-set tunes of this target."""
@@ -486,6 +533,8 @@ class DLBoostTarget(DLATarget):
             out["accumulators"] = str(self.accumulators)
         if self.all_guards_min_share != ALL_GUARDS_MIN_ZERO_SHARE:  # another space
             out["all-guards"] = f"{self.all_guards_min_share:g}"
+        if self.intrinsics and self.intrinsics[0].a_storage_dtype:  # pre-widened A
+            out["widen-a"] = True
         return out
 
     @property
@@ -495,8 +544,10 @@ class DLBoostTarget(DLATarget):
         if not self.general or _has_vnni(self.mcpu):
             return (VNNI,)
         if _has_feature(self.mcpu, "avx512bw"):
-            return (PMADDWD_AVX512,)
-        return (PMADDWD_AVX2,) if _has_feature(self.mcpu, "avx2") else ()
+            return (PMADDWD_AVX512_A16 if self.widen_a else PMADDWD_AVX512,)
+        if not _has_feature(self.mcpu, "avx2"):
+            return ()
+        return (PMADDWD_AVX2_A16 if self.widen_a else PMADDWD_AVX2,)
 
     @property
     def vector_bytes(self) -> int:
@@ -566,6 +617,8 @@ class DLBoostTarget(DLATarget):
             AlwaysInline(),
             MaterializeOperand(vector_bytes=vb),
             FuseEpilogue(),
+            # an intrinsic that reads A pre-widened (AVX2's vpmaddwd) gets an int16 copy
+            WidenOperand(vector_bytes=vb),
             PadToIntrinsic(vector_bytes=vb),
             Tensorize(),
             AddCacheStage(scope="global"),

@@ -97,6 +97,11 @@ class Intrinsic:
             of 16 rows × 64 bytes), how many tiles one call holds per operand role ``"a"``,
             ``"b"``, ``"c"``; the target's
             :class:`~heronlike.rules.tensorize.RegisterTileBudget` sums them. Empty otherwise.
+        a_storage_dtype: the dtype the registered implementation reads A in when it differs
+            from :attr:`a_dtype` (``"int16"``: AVX2's ``vpmaddwd`` broadcasts pre-widened
+            pairs of a u8 operand); the stage is matched on :attr:`a_dtype` and
+            :class:`~heronlike.rules.widen.WidenOperand` gives it a copy of A in this dtype
+            (exact: every ``a_dtype`` value fits). None: A is read as it is.
     """
 
     name: str
@@ -115,6 +120,7 @@ class Intrinsic:
     )
     pack_tile: tuple[int, int] | None = None
     register_tiles: Mapping[str, int] = field(default_factory=dict, compare=False)
+    a_storage_dtype: str | None = None
 
     @property
     def signature(self) -> str:
@@ -128,7 +134,8 @@ class Intrinsic:
 
 def shape_family(intrinsics: Sequence[Intrinsic], intrinsic: Intrinsic) -> list[Intrinsic]:
     """The intrinsics of ``intrinsics`` that compute what ``intrinsic`` computes at another
-    ``m × n`` shape: the same operand dtypes, the same ``k`` and packed B layout, and the same
+    ``m × n`` shape: the same operand dtypes (and storage dtype of A), the same ``k`` and
+    packed B layout, and the same
     kind (instruction groups with groups, one-instruction intrinsics with their like), in the
     target's order. Tuning chooses among them with a knob (the ``<stage>.intrinsic`` variable).
     """
@@ -139,6 +146,7 @@ def shape_family(intrinsics: Sequence[Intrinsic], intrinsic: Intrinsic) -> list[
         and (i.a_dtype, i.b_dtype, i.c_dtype)
         == (intrinsic.a_dtype, intrinsic.b_dtype, intrinsic.c_dtype)
         and i.k == intrinsic.k
+        and i.a_storage_dtype == intrinsic.a_storage_dtype
         and i.pack_b == intrinsic.pack_b
         and (not i.pack_b or i.packed_tile == intrinsic.packed_tile)
     ]

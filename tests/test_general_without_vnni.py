@@ -12,7 +12,13 @@ import pytest
 
 import heronlike
 from heronlike import ops
-from heronlike.dla_targets.dlboost import PMADDWD_AVX2, PMADDWD_AVX512, VNNI
+from heronlike.dla_targets.dlboost import (
+    PMADDWD_AVX2,
+    PMADDWD_AVX2_A16,
+    PMADDWD_AVX512,
+    PMADDWD_AVX512_A16,
+    VNNI,
+)
 from heronlike.host import cpu_flags
 from heronlike.kernel import BuiltKernel
 from heronlike.sampler import RandSAT
@@ -24,14 +30,27 @@ needs_avx2 = pytest.mark.skipif("avx2" not in cpu_flags(), reason="needs an AVX2
 
 def test_intrinsic_by_cpu() -> None:
     """VNNI where the CPU has it, else vpmaddwd at the widest vector the CPU has, else none."""
-    assert get_target("dlboost -general -mcpu=haswell").intrinsics == (PMADDWD_AVX2,)
-    assert get_target("dlboost -general -mcpu=znver3").intrinsics == (PMADDWD_AVX2,)
-    assert get_target("dlboost -general -mcpu=skylake-avx512").intrinsics == (PMADDWD_AVX512,)
+    assert get_target("dlboost -general -mcpu=haswell").intrinsics == (PMADDWD_AVX2_A16,)
+    assert get_target("dlboost -general -mcpu=znver3").intrinsics == (PMADDWD_AVX2_A16,)
+    assert get_target("dlboost -general -mcpu=skylake-avx512").intrinsics == (PMADDWD_AVX512_A16,)
     assert get_target("dlboost -general -mcpu=znver4").intrinsics == (VNNI,)
     assert get_target("dlboost -general -mcpu=nehalem").intrinsics == ()  # SSE only
     target = get_target("dlboost -general -mcpu=haswell")
     assert target.tvm_target()["mcpu"] == "haswell"  # no HostFeatureError with -general
     assert (PMADDWD_AVX2.n, PMADDWD_AVX2.k, PMADDWD_AVX512.n) == (8, 2, 16)
+
+
+def test_widen_a_option() -> None:
+    """``-widen-a`` picks how vpmaddwd reads A: pre-widened by default, in the call with
+    ``-widen-a=0``; a pre-widened space has its own records key, the in-call one keeps the key
+    it had before the option existed."""
+    avx2, avx512 = "dlboost -general -mcpu=haswell", "dlboost -general -mcpu=skylake-avx512"
+    assert get_target(f"{avx2} -widen-a=0").intrinsics == (PMADDWD_AVX2,)
+    assert get_target(f"{avx512} -widen-a=0").intrinsics == (PMADDWD_AVX512,)
+    assert get_target(avx2).key.endswith("-widen-a")
+    assert "widen-a" not in get_target(f"{avx2} -widen-a=0").key
+    assert get_target(avx512).key.endswith("-widen-a")
+    assert "widen-a" not in get_target("dlboost -general -mcpu=znver4 -widen-a").key  # VNNI
 
 
 def test_float_gemm_keeps_the_general_rules() -> None:

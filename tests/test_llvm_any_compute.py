@@ -147,9 +147,9 @@ def test_llvm_on_this_cpu() -> None:
     expected = (
         (dlboost.VNNI,)
         if dlboost.host_has_vnni()
-        else (dlboost.PMADDWD_AVX512,)
+        else (dlboost.PMADDWD_AVX512_A16,)
         if "avx512bw" in cpu_flags()
-        else (dlboost.PMADDWD_AVX2,)
+        else (dlboost.PMADDWD_AVX2_A16,)
         if "avx2" in cpu_flags()
         else ()
     )

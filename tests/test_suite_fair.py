@@ -77,6 +77,17 @@ def test_mode_follows_the_cpu() -> None:
     assert suite.resolve_mode(target="dlboost").name == "vnni"
 
 
+def test_mode_of_an_older_cpus_target() -> None:
+    """An AVX2 target (timed on any AVX2 CPU, one with VNNI too) is the vpmaddwd mode, its
+    note naming the target's CPU, MetaSchedule given the same intrinsic."""
+    from heronlike.dla_targets.dlboost import PMADDWD_AVX2_A16, host_has_vnni
+
+    mode = suite.resolve_mode(target="llvm -mcpu=znver3")
+    assert (mode.name, mode.mnemonic, mode.tile) == ("general", "vpmaddwd", (8, 2))
+    assert mode.intrinsic == PMADDWD_AVX2_A16.name and "unmeasured" in mode.note
+    assert ("-mcpu=znver3" in mode.note) == host_has_vnni()
+
+
 #: a quantized Linear under PyTorch's onednn engine: oneDNN's verbose log names the kernel it ran
 _ONEDNN_LINEAR = """
 import torch
@@ -268,10 +279,11 @@ def test_metaschedule_gets_the_vpmaddwd_intrinsic() -> None:
         executable_asm,
         intrinsic_space,
         pack_func_layouts,
+        widen_func_operands,
     )
     from heronlike import ops
     from heronlike.dag import ComputeDAG
-    from heronlike.dla_targets.dlboost import PMADDWD_AVX2
+    from heronlike.dla_targets.dlboost import PMADDWD_AVX2_A16 as PMADDWD_AVX2
     from heronlike.reference import random_inputs, reference_outputs
     from heronlike.space import generate_space
 
@@ -279,7 +291,9 @@ def test_metaschedule_gets_the_vpmaddwd_intrinsic() -> None:
     dag = ComputeDAG.from_compute(compute)
     space = generate_space(compute, {"kind": "llvm", "mcpu": "haswell"})
     layouts = suite.ms_layouts(space, dag.func)
-    func = pack_func_layouts(dag.func, layouts)
+    # heronlike's int16 copy of X too: the intrinsic reads A pre-widened
+    func = widen_func_operands(pack_func_layouts(dag.func, layouts), space.target.match(dag))
+    assert "X_global" in func.script()
     _register_heronlike_intrinsic(PMADDWD_AVX2.name)
     target = tvm.target.Target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2})
 

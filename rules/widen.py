@@ -1,0 +1,177 @@
+"""Widen-Operand: give a tensorized stage its A operand in the dtype its intrinsic reads.
+
+An intrinsic may compute on a u8 operand but read it pre-widened
+(:attr:`heronlike.intrinsic.Intrinsic.a_storage_dtype`: AVX2's ``vpmaddwd`` broadcasts int16
+pairs from memory instead of zero-extending every pair in the call, which costs three vector
+instructions per row of the register tile and made that loop 1.06-3.2× slower on a Zen 3:
+``benchmarks/pmaddwd_loops.py``, docs/results.md). The stage then reads a copy of A in that
+dtype, written before the stage runs:
+
+* where A is already a materialised operand (a convolution's zero padding ``Xp``, SCAN's
+  generated matrix) that only this stage reads, that operand itself is stored in the wider
+  dtype (:func:`retype_buffer`): no extra pass;
+* otherwise (A a parameter, or read by other stages too) a copy of A (``cache_read``, then
+  retyped) is written at the root, its outer loops fused and ``parallel``, its innermost loop
+  vectorised, like any materialised operand. Its cost (``M·K`` element copies against
+  ``M·N·K`` multiply-adds for a GEMM) is inside every measured latency.
+
+Both rewrite the template's PrimFunc before any schedule primitive runs on it, so every
+candidate shares them; the stage's accesses (and so C5's footprints, which count A's bytes)
+see the wider dtype. Widening a zero-extended u8 to int16 is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from heronlike.dag import Access
+
+from .base import Rule, RuleContext
+from .pad import intrinsic_padding
+
+
+def retype_buffer(func: tirx.PrimFunc, name: str, dtype: str) -> tirx.PrimFunc:
+    """``func`` with its intermediate buffer ``name`` stored in ``dtype``: every store into
+    it casts its value to ``dtype``, every load reads the new buffer (whose consumers cast
+    it as they cast the old one). Exact when every value stored fits ``dtype``.
+
+    Raises:
+        KeyError: ``func`` allocates no buffer called ``name``.
+    """
+    old = _allocated(func).get(name)
+    if old is None:
+        raise KeyError(f"{name} is not an intermediate buffer of the function")
+    new = tirx.decl_buffer(
+        old.shape, dtype, old.name, scope=old.scope(), elem_offset=old.elem_offset,
+        data_alignment=old.data_alignment, offset_factor=old.offset_factor,
+    )  # fmt: skip
+
+    def buffer(var: Any) -> Any:
+        return new if var.same_as(old) else var
+
+    def store(node: Any) -> Any:
+        if node.buffer.same_as(new):
+            return tirx.BufferStore(new, tirx.Cast(dtype, node.value), list(node.indices))
+        return node
+
+    def load(node: Any) -> Any:  # a load's node records its type: rebuilt from the buffer
+        if node.source.same_as(new):
+            return tirx.BufferLoad(new, list(node.indices))
+        return node
+
+    func = tvm_ffi.structural_map(func, (tvm.ir.expr.Var, buffer))
+    return tvm_ffi.structural_map(func, [(tirx.BufferStore, store), (tvm.ir.TensorLoad, load)])
+
+
+def _allocated(func: tirx.PrimFunc) -> dict[str, Any]:
+    """The buffers ``func``'s root block allocates (its intermediate buffers), by name."""
+    sch = s_tir.Schedule(func)
+    return {str(b.name): b for b in sch.get(sch.get_sblock("root")).alloc_buffers}
+
+
+def widen_operand(
+    func: tirx.PrimFunc, stage: str, buffer: str, dtype: str
+) -> tuple[tirx.PrimFunc, str, bool]:
+    """``func`` with block ``stage`` reading operand ``buffer`` in ``dtype``:
+    ``(func, name of the buffer it now reads, whether that is a new copy)``. A buffer written
+    by one block and read by ``stage`` alone is retyped in place; any other (a parameter, an
+    operand other blocks read) is copied (``cache_read``) and the copy retyped.
+
+    Raises:
+        ValueError: ``stage`` does not read ``buffer``.
+    """
+    sch = s_tir.Schedule(func)
+    block = sch.get_sblock(stage)
+    reads = [r.source.name for r in sch.get(block).reads]
+    if buffer not in reads:
+        raise ValueError(f"stage {stage} does not read {buffer}")
+    producers = [b for b in sch.get_producers(block) if sch.get(b).writes[0].source.name == buffer]
+    if len(producers) == 1 and buffer in _allocated(func):
+        consumers = sch.get_consumers(producers[0])
+        if len(consumers) == 1 and sch.get(consumers[0]).name_hint == stage:
+            return retype_buffer(func, buffer, dtype), buffer, False
+    copy = sch.cache_read(block, reads.index(buffer), "global")
+    name = str(sch.get(copy).writes[0].source.name)
+    return retype_buffer(sch.mod["main"], name, dtype), name, True
+
+
+class WidenOperand(Rule):
+    """Condition: a stage mapped onto an intrinsic whose :attr:`a_storage_dtype` differs from
+    the dtype the stage reads A in, not yet widened, and (where the stage needs padding to
+    the intrinsic) one TVM can pad.
+
+    Apply: :func:`widen_operand` on the template's function; the stage's accesses and match
+    read the wider A; a new copy is scheduled as a materialised operand (fused outer loops
+    ``parallel``, innermost loop vectorised to ``vector_bytes``), a retyped producer keeps
+    its own rule (:class:`~heronlike.rules.inline.MaterializeOperand`), now vectorised at the
+    wider dtype's lanes.
+
+    Args:
+        vector_bytes: vector register width, for vectorising the copy.
+    """
+
+    name = "WidenOperand"
+
+    def __init__(self, vector_bytes: int = 32) -> None:
+        self.vector_bytes = vector_bytes
+
+    def condition(self, ctx: RuleContext, stage: str) -> bool:
+        st = ctx.states[stage]
+        m = ctx.matches.get(stage)
+        return (
+            m is not None
+            and st.match is None
+            and self.name not in st.applied
+            and m.intrinsic.a_storage_dtype not in (None, m.a.dtype)
+            and _paddable(ctx, stage)
+        )
+
+    def apply(self, ctx: RuleContext, stage: str) -> None:
+        st = ctx.states[stage]
+        st.applied.append(self.name)
+        match = ctx.matches[stage]
+        dtype = str(match.intrinsic.a_storage_dtype)
+        func, name, copied = widen_operand(ctx.template.func, stage, match.a.buffer, dtype)
+        ctx.template.func = func
+
+        def wide(acc: Access) -> Access:
+            return replace(acc, buffer=name, dtype=dtype) if acc.buffer == match.a.buffer else acc
+
+        mac = st.stage.mac
+        st.stage = replace(
+            st.stage,
+            reads=tuple(wide(r) for r in st.stage.reads),
+            mac=None if mac is None else replace(mac, a=wide(mac.a)),
+        )
+        ctx.matches[stage] = replace(match, stage=st.stage, a=wide(match.a))
+        if copied:
+            (block,) = ctx.step("get_sblock", name, outs=[f"b_{name}"])
+            lanes = self.vector_bytes // (tvm.DataType(dtype).bits // 8)
+            ctx.step("parallelize_vectorize", block, lanes)
+            return
+        producer = next(
+            (s for s, other in ctx.states.items() if other.stage.write.buffer == name), None
+        )
+        if producer is not None:
+            pst = ctx.states[producer]
+            pst.stage = replace(pst.stage, write=replace(pst.stage.write, dtype=dtype))
+
+
+def _paddable(ctx: RuleContext, stage: str) -> bool:
+    """Whether the stage needs no padding to its intrinsic or TVM can pad it (where it
+    cannot, the stage leaves the intrinsic or is an error: :class:`~.pad.PadToIntrinsic`)."""
+    pad = intrinsic_padding(ctx.matches[stage])
+    if not pad:
+        return True
+    sch = s_tir.Schedule(ctx.template.func)
+    multiples = [pad.get(ax.name, 1) for ax in ctx.states[stage].stage.axes]
+    try:
+        sch.pad_einsum(sch.get_sblock(stage), multiples)
+    except s_tir.schedule.ScheduleError:
+        return False
+    return True
