@@ -15,11 +15,18 @@ the suite), its fastest kept.
     python benchmarks/register_tiles.py --cases "gemm:512,512,512" --tiles 8x2,4x2 --rounds 3
 
 On a CPU without AVX512-VNNI the tiles are of the general mode's exact ``vpmaddwd`` intrinsic
-(AVX2: ``n`` vectors of 8 columns, each call widening its 16 bytes of B to int16), and PyTorch
-runs its default (FBGEMM/oneDNN on ``vpmaddubsw``).
+(AVX2: ``n`` vectors of 8 columns, each call widening its 16 bytes of B to int16 and reading A
+from the kernel's int16 copy), and PyTorch runs its default (FBGEMM/oneDNN on ``vpmaddubsw``).
+``--compare-widen-a`` times each tile twice in the same rounds, A read from the int16 copy
+(``-widen-a=1``, :class:`heronlike.rules.widen.WidenOperand`) and widened in every call
+(``-widen-a=0``); ``--target`` picks another target, such as the AVX2 kernels on a newer CPU:
+
+    python benchmarks/register_tiles.py --tiles 2x4,1x8,4x2,8x1 --compare-widen-a
+    python benchmarks/register_tiles.py --target "llvm -mcpu=znver3" --compare-widen-a
 
 Writes ``benchmarks/results/register_tiles-<cpu>-<date>.csv`` (``register_tiles_vpmaddwd-…``
-in the general mode; ``…-1core-…`` when this process may run on one core only, as under
+in the general mode, ``…_widen_a…`` with ``--compare-widen-a``, ``…-<mcpu>-…`` with
+``--target``; ``…-1core-…`` when this process may run on one core only, as under
 ``taskset -c 0``).
 """
 
@@ -37,6 +44,7 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks import suite  # noqa: E402
 from heronlike.host import machine_stamp  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
+from heronlike.target import get_target  # noqa: E402
 
 TILES = "16x1,8x2,4x4,2x8,8x1,4x2,2x4,4x1,2x2,1x1"
 
@@ -78,14 +86,19 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     case = suite.case_compute(spec, "int8", mode)
     if case.op != "gemm":
         raise ValueError(f"{spec}: register_tiles.py times GEMMs only, not {case.op}")
-    space = generate_space(case.compute, f"{mode.target} -accumulators=0")
+    target = f"{mode.target} -accumulators=0"
+    spaces = {"": generate_space(case.compute, target)}
+    if getattr(a, "compare_widen_a", False):
+        spaces = {sfx: generate_space(case.compute, target + opt) for sfx, opt in WIDEN_A.items()}
+    space = next(iter(spaces.values()))
     tiles = [tuple(int(v) for v in t.split("x")) for t in a.tiles.split(",")]
     programs = {}
-    for m, n in tiles:
-        point = space.csp.complete(knobs(case.params, m, n, mode.tile or (16, 4)))
-        if point is None:
-            raise ValueError(f"{spec}: the {m}x{n} tile is no point of {space.target.key}")
-        programs[f"{m}x{n}"] = space.program(point)
+    for suffix, sp in spaces.items():
+        for m, n in tiles:
+            point = sp.csp.complete(knobs(case.params, m, n, mode.tile or (16, 4)))
+            if point is None:
+                raise ValueError(f"{spec}: the {m}x{n} tile is no point of {sp.target.key}")
+            programs[f"{m}x{n}{suffix}"] = sp.program(point)
     notes: dict[str, str] = {}
     seconds = suite.time_programs(
         programs, space, a.rounds, work, torch_case=("gemm", case.params), notes=notes
@@ -94,14 +107,15 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     best = min(seconds.values())
     ops_count = 2 * case.params["M"] * case.params["N"] * case.params["K"]
     rows = []
-    for m, n in tiles:
-        s = seconds[f"{m}x{n}"]
+    for (m, n), suffix in ((t, x) for x in spaces for t in tiles):
+        s = seconds[f"{m}x{n}{suffix}"]
         rows.append(
             dict(
                 case=case.name,
                 shape_run=suite._params_text(case.params),
                 tile=f"{m}x{n}",
                 intrinsic=mode.mnemonic,
+                a_operand=_a_operand(spaces[suffix]),
                 accumulators=m * n,
                 ms=s * 1e3,
                 gops=ops_count / s / 1e9,
@@ -112,30 +126,49 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
                 vs_pytorch=torch_s / s if torch_s else None,
                 rounds=a.rounds,
                 threads=space.target.cores,
-                target=space.target.key,
+                target=spaces[suffix].target.key,
                 **machine_stamp(),
             )
         )
         print(
-            f"[{case.name}] {m}x{n}: {m * n:2d} accumulators, {s * 1e3:7.3f} ms, "
+            f"[{case.name}] {m}x{n}{suffix}: {m * n:2d} accumulators, {s * 1e3:7.3f} ms, "
             f"{best / s:5.2f} of the best, {rows[-1]['vs_pytorch'] or 0:5.2f}x PyTorch",
             flush=True,
         )
     return rows
 
 
+#: ``--compare-widen-a``: the program key suffix and target option of each way of reading A
+WIDEN_A = {" (A pre-widened)": " -widen-a=1", " (A widened in the call)": " -widen-a=0"}
+
+
+def _a_operand(space) -> str:
+    """How the space's tensorized stage reads its A operand: its dtype there."""
+    (match,) = space.matches.values()
+    return match.a.dtype
+
+
 def main(argv: list[str] | None = None) -> int:
     p = suite.per_case_parser(__doc__, ("G1",))
     p.add_argument("--tiles", default=TILES, help="register tiles m x n, comma-separated")
+    p.add_argument(
+        "--compare-widen-a",
+        action="store_true",
+        help="time each vpmaddwd tile twice: A pre-widened (-widen-a=1) and widened in the call",
+    )
     p.add_argument("--rounds", type=int, default=5, help="harness rounds")
     a = p.parse_args(argv)
-    mode = suite.cap_pytorch_isa(suite.resolve_mode("auto"))  # PyTorch on VNNI too, not AMX
+    # PyTorch on VNNI too, not AMX
+    mode = suite.cap_pytorch_isa(suite.resolve_mode("auto", a.target))
     if mode.mnemonic is None:
         print("this CPU has neither AVX512-VNNI nor AVX2: no int8 intrinsic", file=sys.stderr)
         return 1
     # one core (taskset -c 0) gets its own file: the threads are the target's, the affinity's
     one_core = len(os.sched_getaffinity(0)) == 1
     name = "register_tiles" if mode.name == "vnni" else f"register_tiles_{mode.mnemonic}"
+    name += "_widen_a" if a.compare_widen_a else ""
+    if a.target:  # another CPU's code on this one: the file names its -mcpu
+        name += f"-{get_target(a.target).mcpu}"
     _, path = suite.run_per_case(a, one_case, f"{name}-1core" if one_core else name)
     return 0 if path else 1
 

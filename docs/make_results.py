@@ -447,6 +447,35 @@ REGISTER_TILE_COLUMNS = (
 )
 
 
+WIDEN_A_COLUMNS = (
+    Col("code for", "{mcpu}"),
+    Col("register tile (rows × vectors)", "{tile}"),
+    Col("ms, A pre-widened (median)", "{int16_ms:.3f}"),
+    Col("ms, A widened in the call", "{uint8_ms:.3f}"),
+    Col("pre-widened speed-up", "{speedup:.2f}"),
+    Col("G op/s, pre-widened", "{gops:.0f}"),
+)
+
+
+def widen_a_by_tile(raw: list[Row]) -> list[Row]:
+    """register_tiles_vpmaddwd_widen_a-*.csv (each tile timed with A read from the kernel's
+    int16 copy and with A widened in every call): one row per tile, both times and the ratio."""
+    out = []
+    for tile in dict.fromkeys(r["tile"] for r in raw):
+        by = {r["a_operand"]: r for r in raw if r["tile"] == tile}
+        wide, narrow = by["int16"], by["uint8"]
+        out.append(
+            wide
+            | {
+                "mcpu": str(wide["target"]).split("-mcpu=")[1].split()[0],
+                "int16_ms": wide["ms"],
+                "uint8_ms": narrow["ms"],
+                "speedup": narrow["ms"] / wide["ms"],
+            }
+        )
+    return out
+
+
 def seeds_by_case(raw: list[Row]) -> list[Row]:
     """suite_seeds-*.csv (fair-table rows of the same cases at several seeds, both tuners given
     each seed): one row per case, the medians over the seeds and how many seeds heronlike won."""
@@ -1303,6 +1332,26 @@ TABLES: dict[str, Table] = {
             ("register_tiles_vpmaddwd-amd-epyc-f25m1-2026-12-02.csv",),
             REGISTER_TILE_COLUMNS,
             "python benchmarks/register_tiles.py --tiles 1x8,2x4,4x2,8x1,2x2,4x1,1x4",
+        ),
+        Table(  # pre-widened A (the default) against -widen-a=0, in tunes of AVX2 kernels
+            "target-options-widen-a",
+            ("target_options-amd-epyc-f26m2-2026-12-02.csv",),
+            OPTIONS_COLUMNS[:5],
+            'python benchmarks/target_options.py --target "llvm -mcpu=znver3" '
+            "--options=-widen-a=0 --cases G1,B1,C2D1,C2D5,C1D3,GV5",
+            rows=options_by_case,
+        ),
+        Table(  # one G1 schedule, A pre-widened or widened in the call, AVX2 and AVX-512BW code
+            "register-tiles-widen-a-zen5",
+            (
+                "register_tiles_vpmaddwd_widen_a-znver3-amd-epyc-f26m2-2026-12-02.csv",
+                "register_tiles_vpmaddwd_widen_a-skylake-avx512-amd-epyc-f26m2-2026-12-02.csv",
+            ),
+            WIDEN_A_COLUMNS,
+            'python benchmarks/register_tiles.py --target "llvm -mcpu=znver3" '
+            "--tiles 2x4,1x8,4x2,8x1,2x2 --compare-widen-a (and -mcpu=skylake-avx512)",
+            rows=widen_a_by_tile,
+            summary=geomean("mcpu", "geomean over both", ("speedup",)),
         ),
         Table(  # the AVX2 int8 micro-kernel four ways (widening in the loop or at packing)
             "pmaddwd-loops-zen3",
