@@ -276,17 +276,19 @@ def register_pmaddwd(vector_bytes: int, a_dtype: str = "uint8") -> str:
     name."""
     from tvm.s_tir import TensorIntrin
 
-    names = PMADDWD_A16_INTRIN_NAMES if a_dtype == "int16" else PMADDWD_INTRIN_NAMES
-    name = names[vector_bytes]
+    name = _pmaddwd_name(vector_bytes, a_dtype)
     TensorIntrin.register(name, *_pmaddwd_functions(vector_bytes, a_dtype))
     return name
 
 
-def _pmaddwd_intrinsic(vector_bytes: int, widen_a: bool = False) -> Intrinsic:
-    a_storage = "int16" if widen_a else None
-    names = PMADDWD_A16_INTRIN_NAMES if widen_a else PMADDWD_INTRIN_NAMES
+def _pmaddwd_name(vector_bytes: int, a_dtype: str) -> str:
+    names = PMADDWD_A16_INTRIN_NAMES if a_dtype == "int16" else PMADDWD_INTRIN_NAMES
+    return names[vector_bytes]
+
+
+def _pmaddwd_intrinsic(vector_bytes: int, a_dtype: str = "uint8") -> Intrinsic:
     return Intrinsic(
-        name=names[vector_bytes],
+        name=_pmaddwd_name(vector_bytes, a_dtype),
         m=1,
         n=vector_bytes // 4,
         k=2,
@@ -294,8 +296,8 @@ def _pmaddwd_intrinsic(vector_bytes: int, widen_a: bool = False) -> Intrinsic:
         b_dtype="int8",
         c_dtype="int32",
         pack_b=True,
-        register=functools.partial(register_pmaddwd, vector_bytes, a_storage or "uint8"),
-        a_storage_dtype=a_storage,
+        register=functools.partial(register_pmaddwd, vector_bytes, a_dtype),
+        a_storage_dtype=None if a_dtype == "uint8" else a_dtype,
     )
 
 
@@ -307,8 +309,8 @@ PMADDWD_AVX512 = _pmaddwd_intrinsic(64)
 #: the same, reading A pre-widened to int16 (a copy the kernel writes first,
 #: :class:`~heronlike.rules.widen.WidenOperand`; ``-widen-a``, the default: measured faster,
 #: :attr:`DLBoostTarget.widen_a`)
-PMADDWD_AVX2_A16 = _pmaddwd_intrinsic(32, widen_a=True)
-PMADDWD_AVX512_A16 = _pmaddwd_intrinsic(64, widen_a=True)
+PMADDWD_AVX2_A16 = _pmaddwd_intrinsic(32, "int16")
+PMADDWD_AVX512_A16 = _pmaddwd_intrinsic(64, "int16")
 
 
 def _flag(value: str | bool) -> bool:
@@ -446,10 +448,7 @@ class DLBoostTarget(DLATarget):
         schedule 1.10-1.70× (AVX2) and 1.10-1.63× (AVX-512BW) on a Zen 5 by register tile
         (docs/results.md, "Pre-widened A"). A distinct space from the in-call one: the records
         key names it."""
-        value = self.options.get("widen-a")
-        if value is None:
-            return True
-        return _flag(value)
+        return _flag(self.options.get("widen-a", True))
 
     def prior(self) -> LinearPrior:
         """:data:`PRIOR`, fitted on VNNI and general-rule-set tunes of this target."""
