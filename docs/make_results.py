@@ -1393,6 +1393,14 @@ TABLES: dict[str, Table] = {
             rows=widen_a_by_tile,
             summary=geomean("mcpu", "geomean over both", ("speedup",)),
         ),
+        Table(  # the same comparison on a real Zen 3 (AVX2 only), PyTorch beside it
+            "register-tiles-widen-a-zen3",
+            ("register_tiles_vpmaddwd_widen_a-amd-epyc-f25m1-2026-12-02.csv",),
+            WIDEN_A_COLUMNS + (Col("pre-widened vs PyTorch", "{vs_pytorch:.2f}"),),
+            "python benchmarks/register_tiles.py --tiles 2x4,1x8,4x2,8x1,2x2 --compare-widen-a",
+            rows=widen_a_by_tile,
+            summary=geomean("mcpu", "geomean", ("speedup",)),
+        ),
         Table(  # the AVX2 int8 micro-kernel four ways (widening in the loop or at packing)
             "pmaddwd-loops-zen3",
             ("pmaddwd_loops-amd-epyc-f25m1-2026-12-02.csv",),
