@@ -476,6 +476,33 @@ def widen_a_by_tile(raw: list[Row]) -> list[Row]:
     return out
 
 
+def widen_a_before_after(before_csv: str) -> Callable[[list[Row]], list[Row]]:
+    """Rows of a fair table (the run after a change) joined by case with the committed CSV
+    ``before_csv`` of the same machine and budget: each side's latency and its ratios to
+    MetaSchedule and PyTorch, each measured within its own run, before and after."""
+
+    def rows(raw: list[Row]) -> list[Row]:
+        before = {r["case"]: r for r in read_csv(RESULTS / before_csv)}
+        out = []
+        for r in raw:
+            b = before.get(r["case"])
+            if b is None or not (r["heronlike_ms"] and b["heronlike_ms"]):
+                continue
+            out.append(
+                r
+                | {
+                    f"{k}_{side}": row[k]
+                    for side, row in (("before", b), ("after", r))
+                    for k in ("heronlike_ms", "ms_ms", "pytorch_ms", "speedup_vs_ms")
+                    + ("speedup_vs_pytorch", "heronlike_pct_peak")
+                }
+                | {"heronlike_gain": b["heronlike_ms"] / r["heronlike_ms"]}
+            )
+        return out
+
+    return rows
+
+
 def seeds_by_case(raw: list[Row]) -> list[Row]:
     """suite_seeds-*.csv (fair-table rows of the same cases at several seeds, both tuners given
     each seed): one row per case, the medians over the seeds and how many seeds heronlike won."""
@@ -1054,6 +1081,38 @@ FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
 FAIR_GENERAL_ZEN3_NOV_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-27.csv"
 #: ... and 2026-12-02, with it (the cases that ran before the session's time was spent)
 FAIR_GENERAL_ZEN3_DEC_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-12-02.csv"
+#: ... and again that day with pre-widened A (-widen-a, the new default), same budget
+FAIR_GENERAL_ZEN3_WIDEN_A_CSV = "suite_fair-general-vpmaddwd-widen-a-amd-epyc-zen3-2026-12-02.csv"
+#: the two 2026-12-02 runs side by side, case by case
+WIDEN_A_FAIR_COLUMNS = (
+    Col("case", "{case}"),
+    Col("heronlike ms, before / after", "{heronlike_ms_before:.3f} / {heronlike_ms_after:.3f}"),
+    Col("heronlike, after vs before", "{heronlike_gain:.2f}"),
+    Col("MS ms, before / after", "{ms_ms_before:.3f} / {ms_ms_after:.3f}"),
+    Col("PyTorch ms, before / after", "{pytorch_ms_before:.3f} / {pytorch_ms_after:.3f}"),
+    Col("vs MS, before", "{speedup_vs_ms_before:.2f}"),
+    Col("vs MS, after", "{speedup_vs_ms_after:.2f}"),
+    Col("vs PyTorch, before", "{speedup_vs_pytorch_before:.2f}"),
+    Col("vs PyTorch, after", "{speedup_vs_pytorch_after:.2f}"),
+    Col(
+        "% of peak heronlike, before / after",
+        "{heronlike_pct_peak_before:.0f} / {heronlike_pct_peak_after:.0f}",
+    ),
+)
+#: its geomeans
+WIDEN_A_FAIR_GEOMEANS = both(
+    geomean(
+        "case",
+        "geomean",
+        ("heronlike_gain", "speedup_vs_pytorch_before", "speedup_vs_pytorch_after"),
+    ),
+    geomean(
+        "case",
+        "geomean, rows where MetaSchedule ran both times",
+        ("speedup_vs_ms_before", "speedup_vs_ms_after"),
+        where=lambda r: bool(r["speedup_vs_ms_before"] and r["speedup_vs_ms_after"]),
+    ),
+)
 #: its geomeans: all rows, and the rows where both best kernels use the intrinsic
 _FAIR_GENERAL_RATIOS = ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 FAIR_GENERAL_GEOMEANS = both(
@@ -1482,6 +1541,22 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases G1,G3,G4,B1,T5,…  "
             "(--table --quick runs the rest)",
             summary=FAIR_GENERAL_GEOMEANS,
+        ),
+        Table(  # ... and with pre-widened A, the whole table ...
+            "suite-fair-general-zen3-widen-a",
+            (FAIR_GENERAL_ZEN3_WIDEN_A_CSV,),
+            FAIR_VNNI_COLUMNS,
+            "python benchmarks/suite.py --table --quick  (stopped after 17 cases; then "
+            "--quick --cases C2D3,C2D4,C2D5,C3D2,C3D5,D1,D3,T1,T3,T5,GV5)",
+            summary=FAIR_GENERAL_GEOMEANS,
+        ),
+        Table(  # ... and case by case against the run before it
+            "suite-fair-general-zen3-widen-a-vs-before",
+            (FAIR_GENERAL_ZEN3_WIDEN_A_CSV,),
+            WIDEN_A_FAIR_COLUMNS,
+            "python benchmarks/suite.py --table --quick  (before: the 2026-12-02 table above)",
+            rows=widen_a_before_after(FAIR_GENERAL_ZEN3_DEC_CSV),
+            summary=WIDEN_A_FAIR_GEOMEANS,
         ),
         # ---- llvm
         Table(
