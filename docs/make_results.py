@@ -476,7 +476,7 @@ def widen_a_by_tile(raw: list[Row]) -> list[Row]:
     return out
 
 
-def widen_a_before_after(before_csv: str) -> Callable[[list[Row]], list[Row]]:
+def joined_with_before(before_csv: str) -> Callable[[list[Row]], list[Row]]:
     """Rows of a fair table (the run after a change) joined by case with the committed CSV
     ``before_csv`` of the same machine and budget: each side's latency and its ratios to
     MetaSchedule and PyTorch, each measured within its own run, before and after."""
@@ -1554,8 +1554,10 @@ TABLES: dict[str, Table] = {
             "suite-fair-general-zen3-widen-a-vs-before",
             (FAIR_GENERAL_ZEN3_WIDEN_A_CSV,),
             WIDEN_A_FAIR_COLUMNS,
-            "python benchmarks/suite.py --table --quick  (before: the 2026-12-02 table above)",
-            rows=widen_a_before_after(FAIR_GENERAL_ZEN3_DEC_CSV),
+            "python benchmarks/suite.py --table --quick  (before: "
+            + FAIR_GENERAL_ZEN3_DEC_CSV
+            + ", the table below)",
+            rows=joined_with_before(FAIR_GENERAL_ZEN3_DEC_CSV),
             summary=WIDEN_A_FAIR_GEOMEANS,
         ),
         # ---- llvm
