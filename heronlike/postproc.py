@@ -343,9 +343,13 @@ def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any] | None:
     if len(writers) != 1:
         return None
     store = writers[0].body
-    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tvm.ir.Call):
+    if not isinstance(store, tirx.BufferStore):
         return None
     call = store.value
+    while isinstance(call, tirx.Cast):  # a widened copy (rules/widen.py) casts the select
+        call = call.value
+    if not isinstance(call, tvm.ir.Call):
+        return None
     if not str(call.op.name).endswith("if_then_else") or len(call.args) != 3:
         return None
     zero = call.args[2]
