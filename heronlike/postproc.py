@@ -352,8 +352,7 @@ def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any] | None:
         return None
     if not str(call.op.name).endswith("if_then_else") or len(call.args) != 3:
         return None
-    zero = call.args[2]
-    if not isinstance(zero, tirx.IntImm | tirx.FloatImm) or zero.value != 0:
+    if not _is_zero(call.args[2]):
         return None
     if not all(isinstance(i, tirx.Var) for i in store.indices):
         return None
