@@ -486,10 +486,32 @@ def test_harness_log_is_one_cell_per_case() -> None:
     )
 
 
+def test_fastest_process_is_each_columns_lowest_round_median() -> None:
+    log = [
+        {"round": 0, "kernel": "heronlike", "seconds": 3e-3},
+        {"round": 0, "kernel": "ms", "seconds": 2e-3},
+        {"round": 1, "kernel": "heronlike", "seconds": 1e-3},
+        {"round": 1, "kernel": "ms", "seconds": None},  # failed once: no figure
+        {"round": 2, "kernel": "heronlike", "seconds": 2e-3},
+    ]
+    assert suite.fastest_process(log) == {"heronlike": 1e-3}
+    row = {"heronlike_ms": 2.0, "pytorch_ms": 3.0, "heronlike_fastest_process_ms": 1.0,
+           "pytorch_fastest_process_ms": 2.5}  # fmt: skip
+    suite.derive(row, flop=2e9, peak=4e12)
+    assert row["speedup_vs_pytorch"] == 1.5 and row["speedup_vs_pytorch_fastest_process"] == 2.5
+    assert row["heronlike_pct_peak_fastest_process"] == 50.0  # 2 GOP in 1 ms of 4 T op/s
+    assert row["speedup_vs_ms_fastest_process"] is None  # no MetaSchedule column
+
+
 def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
     proc = _run_suite(tmp_path, "--no-metaschedule")
     row = _check_outputs(tmp_path, proc)
     assert row["ms_status"].startswith("not run")
+    # beside the median over every process's samples, each column's fastest process: never
+    # slower than that median (over 5 processes of 9 samples, the median's sample lies at or
+    # above some process's median)
+    for who in ("heronlike", "pytorch"):
+        assert 0 < float(row[f"{who}_fastest_process_ms"]) <= float(row[f"{who}_ms"])
     # every harness round's reading, and what ran beside it
     assert [part.split(" ms ")[0].split(" ")[:2] for part in row["harness_log"].split(" | ")] == [
         [f"r{r}:", "heronlike"] for r in range(suite.HARNESS_ROUNDS)
