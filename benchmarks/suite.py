@@ -301,15 +301,15 @@ def resolve_mode(mode: str = "auto", target: str | None = None) -> Mode:
 
     has_vnni = host_has_vnni()
     if target is not None:
-        general = bool(getattr(get_target(target), "general", False))
-        name = "general" if general else "vnni"
+        tgt = get_target(target)
+        name = "general" if getattr(tgt, "general", False) else "vnni"
     else:
         name = mode if mode != "auto" else ("vnni" if has_vnni else "general")
         target = "dlboost" if name == "vnni" else "llvm"
+        tgt = get_target(target)
     if name == "vnni":
         note = "VNNI: both tuners target DL Boost (AVX512-VNNI vpdpbusd)"
         return Mode(name, target, note)
-    tgt = get_target(target)
     intrinsics = [i for i in tgt.intrinsics if i.a_dtype == "uint8"]
     if has_vnni and (not intrinsics or intrinsics[0].name == VNNI.name):
         note = (
