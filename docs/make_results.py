@@ -1066,11 +1066,57 @@ FAIR_VNNI_COLUMNS = FAIR_ROOFLINE_COLUMNS + (
 FAIR_VNNI_GEOMEANS = fair_geomeans(
     ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 )
+#: the fair table on VNNI timed by the harness of 2026-12-02 (5 processes of 9 samples): beside
+#: the median over all processes' samples, each column's fastest process's median, and the
+#: ratios and % of peak from those (every column the same statistic)
+FAIR_VNNI_FASTEST_COLUMNS = FAIR_VNNI_COLUMNS + (
+    Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
+    Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
+    Col(
+        "% of peak H / MS / PyTorch, fastest process",
+        "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
+        "{pytorch_pct_peak_fastest_process:.0f}",
+    ),
+)
+#: the operators whose rows count towards "% of peak" goals (GEMMs and convolutions)
+PEAK_OPS = ("gemm", "bmm", "c1d", "c2d", "c3d", "dil", "t2d")
+
+
+def peak_counts(rows: list[Row]) -> list[Row]:
+    """A summary row: on the GEMM and convolution rows, how many of each column reach 90 % of
+    the measured peak, by the median over all processes and by the fastest process."""
+    rows = [r for r in rows if r.get("op") in PEAK_OPS and r.get("heronlike_pct_peak")]
+
+    def count(col: str) -> int:
+        return sum(isinstance(r.get(col), int | float) and r[col] >= 90 for r in rows)
+
+    parts = [
+        f"{who} {count(f'{key}_pct_peak')} / {count(f'{key}_pct_peak_fastest_process')}"
+        for who, key in (("heronlike", "heronlike"), ("MS", "ms"), ("PyTorch", "pytorch"))
+    ]
+    text = f"of {len(rows)} GEMM/conv rows (all processes / fastest): " + ", ".join(parts)
+    return [{"case": "rows at >= 90 % of peak", "shape_run": text}]
+
+
+FAIR_VNNI_FASTEST_GEOMEANS = both(
+    fair_geomeans(
+        (
+            "speedup_vs_ms",
+            "speedup_vs_pytorch",
+            "speedup_vs_ms_at_eq_wall",
+            "speedup_vs_ms_fastest_process",
+            "speedup_vs_pytorch_fastest_process",
+        )
+    ),
+    peak_counts,
+)
 #: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd), the kernels'
 #: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
 #: ... and on a Zen 4 (2026-11-28)
 FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
+#: ... and on a Zen 4 again (2026-12-02), timed by 5 processes of 9 samples
+FAIR_VNNI_ZEN4_DEC_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv"
 #: ... and on a Zen 5 (2026-12-01), with the boundary version of the padding guards
 FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
@@ -1330,6 +1376,13 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --cases G1,C1D5,C3D3,C3D5,D5 --trials 64 --batch 16 "
             "--no-metaschedule --no-equal-wall",
             summary=geomean("case", "geomean", ("speedup_vs_pytorch",)),
+        ),
+        Table(  # ... on a Zen 4, 2026-12-02, beside each column's fastest process
+            "suite-fair-vnni-zen4-2026-12-02",
+            (FAIR_VNNI_ZEN4_DEC_CSV,),
+            FAIR_VNNI_FASTEST_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=FAIR_VNNI_FASTEST_GEOMEANS,
         ),
         Table(  # ... on a Zen 5, 2026-12-01
             "suite-fair-vnni-zen5-2026-12-01",
