@@ -1621,19 +1621,31 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def stamped(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the machine (CPU model, family/model/stepping, threads) and the date of
+    :func:`heronlike.host.machine_stamp` wherever it has none of its own."""
+    from heronlike.host import machine_stamp
+
+    return {**machine_stamp(), **{k: v for k, v in row.items() if v is not None}}
+
+
+def date_span(rows: Sequence[dict[str, Any]]) -> str:
+    """The dates of ``rows`` as a title gives them: ``2026-12-02``, or ``2026-12-02 to
+    2026-12-03`` for a CSV resumed on a later day (today where no row has a date)."""
+    dates = sorted({str(r["date"]) for r in rows if r.get("date")}) or [time.strftime("%Y-%m-%d")]
+    return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+
+
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     """One row per case, :data:`COLUMNS` in order (empty cell = not measured); every row names
     the machine (CPU model and family/model/stepping, threads) and the date. Written to a
     temporary file and renamed, so a kill never leaves half a file."""
-    from heronlike.host import machine_stamp
-
-    machine = machine_stamp()
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            row = {**machine, **{k: v for k, v in row.items() if v is not None}}
+            row = stamped(row)
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
     os.replace(tmp, path)
 
@@ -2015,7 +2027,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception as err:  # noqa: BLE001 - a crashed case is a row saying so
                 bad = f"error: {_short(err)}"
                 row = {"case": parse_case(spec)[0], "heronlike_status": bad, "ms_status": bad}
-            rows = [r for r in rows if r["case"] != row["case"]] + [row]
+            # stamped now, not only in the file: the summary's date spans the resumed days
+            rows = [r for r in rows if r["case"] != row["case"]] + [stamped(row)]
             order = {parse_case(c)[0]: i for i, c in enumerate(args.case_list)}
             rows.sort(key=lambda r: order.get(str(r["case"]), len(order)))
             write_csv(rows, paths["csv"])  # the case is done: a later kill keeps it
@@ -2034,8 +2047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     summary = summarize(rows, mode)
     print_table(rows, summary)
-    dates = sorted({str(r["date"]) for r in rows if r.get("date")}) or [time.strftime("%Y-%m-%d")]
-    date = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    date = date_span(rows)
     header = {
         "mode": mode.name,
         "vnni_note": mode.note,

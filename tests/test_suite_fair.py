@@ -503,6 +503,17 @@ def test_fastest_process_is_each_columns_lowest_round_median() -> None:
     assert row["speedup_vs_ms_fastest_process"] is None  # no MetaSchedule column
 
 
+def test_a_case_run_on_a_later_day_widens_the_runs_dates() -> None:
+    today = time.strftime("%Y-%m-%d")
+    earlier = {"case": "G1", "date": "2000-01-01", "cpu_model": "some CPU"}
+    later = suite.stamped({"case": "G3", "heronlike_ms": 1.0})
+    assert later["date"] == today and later["heronlike_ms"] == 1.0
+    assert suite.stamped(earlier) == {**suite.stamped({}), **earlier}  # its own fields kept
+    assert suite.date_span([earlier, later]) == f"2000-01-01 to {today}"
+    assert suite.date_span([earlier]) == "2000-01-01"
+    assert suite.date_span([]) == today
+
+
 def test_tiny_suite_run_and_resume(tmp_path: Path) -> None:
     proc = _run_suite(tmp_path, "--no-metaschedule")
     row = _check_outputs(tmp_path, proc)
