@@ -35,6 +35,7 @@ what it was.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -105,6 +106,28 @@ def _largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
+def padded_scratch(
+    func: tirx.PrimFunc, stage: str, multiples: Sequence[int]
+) -> tuple[s_tir.Schedule, Any, set[str]]:
+    """``pad_einsum`` of block ``stage`` of ``func`` to ``multiples`` (one per block iterator)
+    on a scratch schedule, which tells whether TVM can pad the stage and the names and shapes
+    it gives the padded buffers and blocks.
+
+    Returns:
+        The scratch schedule, the padded block's random variable and the names of the root's
+        child blocks before padding (the padding producers are the ones not among them).
+
+    Raises:
+        ScheduleError: when TVM cannot pad the stage (``pad_einsum`` needs every access to be
+            plain block iterators, which a convolution's ``h * stride + rh`` is not).
+    """
+    sch = s_tir.Schedule(func)
+    before = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    block_rv = sch.get_sblock(stage)
+    sch.pad_einsum(block_rv, list(multiples))
+    return sch, block_rv, before
+
+
 class PadToIntrinsic(Rule):
     """Condition: a stage mapped onto an intrinsic whose extents the tile does not divide, not
     yet padded. Apply: ``pad_einsum`` to the tile multiples, schedule the padding producers
@@ -157,11 +180,8 @@ class PadToIntrinsic(Rule):
         prepadded = func is not ctx.template.func
         # pad a scratch copy first: it tells the names and shapes TVM gives the padded buffers
         # and blocks, and turns TVM's refusal into a typed error before anything is measured
-        sch = s_tir.Schedule(func)
-        before = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
-        block_rv = sch.get_sblock(stage)
         try:
-            sch.pad_einsum(block_rv, list(multiples))
+            sch, block_rv, before = padded_scratch(func, stage, multiples)
         except ScheduleError as err:
             if not ctx.target.requires_intrinsic:
                 # the general rule set runs the stage without the intrinsic

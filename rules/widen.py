@@ -32,7 +32,7 @@ from tvm import s_tir, tirx
 from heronlike.dag import Access
 
 from .base import Rule, RuleContext
-from .pad import intrinsic_padding
+from .pad import intrinsic_padding, padded_scratch
 
 
 def retype_buffer(func: tirx.PrimFunc, name: str, dtype: str) -> tirx.PrimFunc:
@@ -168,10 +168,9 @@ def _paddable(ctx: RuleContext, stage: str) -> bool:
     pad = intrinsic_padding(ctx.matches[stage])
     if not pad:
         return True
-    sch = s_tir.Schedule(ctx.template.func)
     multiples = [pad.get(ax.name, 1) for ax in ctx.states[stage].stage.axes]
     try:
-        sch.pad_einsum(sch.get_sblock(stage), multiples)
+        padded_scratch(ctx.template.func, stage, multiples)
     except s_tir.schedule.ScheduleError:
         return False
     return True
