@@ -1110,6 +1110,56 @@ FAIR_VNNI_FASTEST_GEOMEANS = both(
     ),
     peak_counts,
 )
+#: the Zen 4 table's rows lost or below 90 % of peak at 16 trials, both tuners at 64 trials,
+#: beside the 16-trial ratios of the table (joined by case)
+SUITE64_ZEN4_CSV = "suite64-vnni-amd-epyc-zen4-2026-12-03.csv"
+SUITE64_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("heronlike ms", "{heronlike_ms:.4f}"),
+    Col("MetaSchedule ms", "{ms_ms:.4f}"),
+    Col("PyTorch ms", "{pytorch_ms:.4f}"),
+    Col("vs MS, 16 → 64 trials", "{speedup_vs_ms_before:.2f} → {speedup_vs_ms_after:.2f}"),
+    Col(
+        "vs PyTorch, 16 → 64 trials",
+        "{speedup_vs_pytorch_before:.2f} → {speedup_vs_pytorch_after:.2f}",
+    ),
+    Col(
+        "vs MS / PyTorch, fastest process",
+        "{speedup_vs_ms_fastest_process:.2f} / {speedup_vs_pytorch_fastest_process:.2f}",
+    ),
+    Col(
+        "% of peak heronlike, 16 → 64 trials",
+        "{heronlike_pct_peak_before:.0f} → {heronlike_pct_peak_after:.0f}",
+    ),
+    Col(
+        "% of peak H / MS / PyTorch, fastest process",
+        "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
+        "{pytorch_pct_peak_fastest_process:.0f}",
+    ),
+    Col(
+        "% of peak at heronlike's tuning best",
+        lambda r: f"{_tuning_best_pct(r):.0f}" if "gop" in r else "",
+    ),
+    Col("trials to 95 % H / MS", "{heronlike_trials_to_95} / {ms_trials_to_95}"),
+    Col("search s H / MS", "{heronlike_search_s:.0f} / {ms_search_s:.0f}"),
+)
+SUITE64_GEOMEANS = both(
+    geomean(
+        "case",
+        "geomean",
+        (
+            "speedup_vs_ms_before",
+            "speedup_vs_ms_after",
+            "speedup_vs_pytorch_before",
+            "speedup_vs_pytorch_after",
+            "speedup_vs_ms_fastest_process",
+            "speedup_vs_pytorch_fastest_process",
+        ),
+    ),
+    peak_counts,
+)
+
 #: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd), the kernels'
 #: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
@@ -1383,6 +1433,16 @@ TABLES: dict[str, Table] = {
             FAIR_VNNI_FASTEST_COLUMNS,
             FAIR_VNNI_CMD,
             summary=FAIR_VNNI_FASTEST_GEOMEANS,
+        ),
+        Table(  # ... its rows lost or below 90 % of peak, both tuners at 64 trials
+            "suite64-vnni-zen4-2026-12-03",
+            (SUITE64_ZEN4_CSV,),
+            SUITE64_COLUMNS,
+            "python benchmarks/suite.py --cases D1,C1D4,G4,C1D1,C3D1,G1,C3D5,C3D3 --trials 64 "
+            "--batch 16 --no-equal-wall  (then --cases T4,B1,T2,T6,C2D6,C3D2,C2D2,B3, the same "
+            "options, into the same CSV)",
+            rows=joined_with_before(FAIR_VNNI_ZEN4_DEC_CSV),
+            summary=SUITE64_GEOMEANS,
         ),
         Table(  # ... on a Zen 5, 2026-12-01
             "suite-fair-vnni-zen5-2026-12-01",
