@@ -863,6 +863,30 @@ def time_tvm_kernels(
     return out
 
 
+def build_programs(
+    programs: dict[str, Any], space: Any, work: Path
+) -> tuple[dict[str, tuple[Path, list]], dict[int, Any]]:
+    """Each program (``name -> tvm.IRModule`` of ``space``'s layout) built into
+    ``work/<name>.so`` for ``space``'s target, with the arguments to time it on: ``(name ->
+    (library, arrays in the kernel's layout), output index -> reference output)``, the inputs
+    random (seed 0) and the outputs numpy's, as :func:`time_tvm_kernels` takes them."""
+    import numpy as np
+    import tvm
+
+    from heronlike.reference import random_inputs, reference_outputs
+
+    target = tvm.target.Target(space.target.tvm_target())
+    arrays = random_inputs(space.logical, np.random.default_rng(0))
+    expected = reference_outputs(space.logical, arrays)
+    args = space.prepare_args(arrays)
+    kernels = {}
+    for name, mod in programs.items():
+        path = work / f"{name}.so"
+        tvm.compile(mod, target=target).export_library(str(path))
+        kernels[name] = (path, args)
+    return kernels, expected
+
+
 def time_programs(
     programs: dict[str, Any],
     space: Any,
@@ -883,20 +907,7 @@ def time_programs(
     Raises:
         RuntimeError: a program failed or differs from the reference.
     """
-    import numpy as np
-    import tvm
-
-    from heronlike.reference import random_inputs, reference_outputs
-
-    target = tvm.target.Target(space.target.tvm_target())
-    arrays = random_inputs(space.logical, np.random.default_rng(0))
-    expected = reference_outputs(space.logical, arrays)
-    args = space.prepare_args(arrays)
-    kernels = {}
-    for name, mod in programs.items():
-        path = work / f"{name}.so"
-        tvm.compile(mod, target=target).export_library(str(path))
-        kernels[name] = (path, args)
+    kernels, expected = build_programs(programs, space, work)
     results = time_tvm_kernels(
         kernels, expected, work, space.target.cores, rounds, torch_case=torch_case
     )
