@@ -1110,6 +1110,29 @@ FAIR_VNNI_FASTEST_GEOMEANS = both(
     ),
     peak_counts,
 )
+#: PyTorch timed in processes of its own (the fair table's harness) or in the kernel's
+#: processes, its samples in the same turns (benchmarks/pytorch_sharing.py)
+SHARING_COLUMNS = (
+    Col("case", "{case}"),
+    Col("run", "{repeat}: {order}"),
+    Col("heronlike ms own / shared", "{heronlike_own_ms:.4f} / {heronlike_shared_ms:.4f}"),
+    Col("PyTorch ms own / shared", "{pytorch_own_ms:.4f} / {pytorch_shared_ms:.4f}"),
+    Col(
+        "vs PyTorch own / shared",
+        "{speedup_vs_pytorch_own:.3f} / {speedup_vs_pytorch_shared:.3f}",
+    ),
+    Col("heronlike shared / own", "{heronlike_shared_vs_own:.3f}"),
+    Col("PyTorch shared / own", "{pytorch_shared_vs_own:.3f}"),
+    Col(
+        "fastest process H / PyTorch, own",
+        "{heronlike_own_fastest_process_ms:.4f} / {pytorch_own_fastest_process_ms:.4f}",
+    ),
+    Col(
+        "fastest process H / PyTorch, shared",
+        "{heronlike_shared_fastest_process_ms:.4f} / {pytorch_shared_fastest_process_ms:.4f}",
+    ),
+)
+
 #: the Zen 4 table's rows lost or below 90 % of peak at 16 trials, both tuners at 64 trials,
 #: beside the 16-trial ratios of the table (joined by case)
 SUITE64_ZEN4_CSV = "suite64-vnni-amd-epyc-zen4-2026-12-03.csv"
@@ -1616,6 +1639,22 @@ TABLES: dict[str, Table] = {
             ("fused_placement-*.csv",),
             FUSED_PLACEMENT_COLUMNS,
             "python benchmarks/fused_placement.py",
+        ),
+        Table(
+            "pytorch-sharing",
+            ("pytorch_sharing-*.csv",),
+            SHARING_COLUMNS,
+            "python benchmarks/pytorch_sharing.py",
+            summary=geomean(
+                "case",
+                "geomean",
+                (
+                    "speedup_vs_pytorch_own",
+                    "speedup_vs_pytorch_shared",
+                    "heronlike_shared_vs_own",
+                    "pytorch_shared_vs_own",
+                ),
+            ),
         ),
         Table(
             "measure-rounds",
