@@ -1633,7 +1633,7 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 
 
 def stamped(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with the machine (CPU model, family/model/stepping, threads) and the date of
+    """``row`` with the machine (CPU model and family/model/stepping) and the date of
     :func:`heronlike.host.machine_stamp` wherever it has none of its own."""
     from heronlike.host import machine_stamp
 
