@@ -1356,6 +1356,7 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
     t_case = time.perf_counter()
     name, op, params, source = parse_case(spec)
     run_params, padded = pad_to_intrinsic(op, params, mode)
+    rounds = getattr(args, "harness_rounds", HARNESS_ROUNDS)
     row: dict[str, Any] = {
         "case": name,
         "op": op,
@@ -1379,8 +1380,8 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
         "peak_gops": peak[1] / 1e9 if peak[1] else None,
         "timing": f"harness: fresh process, {tgt.cores} threads, 3 warm-up calls, median of "
         f"{HARNESS_SAMPLES} samples >= 10 ms; tuned kernels: samples in turn, in "
-        f"{HARNESS_ROUNDS} such processes, the median of all samples; PyTorch: median of "
-        f"{HARNESS_ROUNDS} processes, interleaved with the kernels'; *_fastest_process_ms: "
+        f"{rounds} such processes, the median of all samples; PyTorch: median of "
+        f"{rounds} processes, interleaved with the kernels'; *_fastest_process_ms: "
         "each column's fastest process's median",
     }
     if not hasattr(ops, op):
@@ -1443,6 +1444,7 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
         expected,
         case_dir,
         tgt.cores,
+        rounds,
         also=lambda _: torch_runs.append(time_pytorch(op, run_params, tgt.cores)),
         log=log,
     )
@@ -1912,6 +1914,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--csv", default=None, help="the CSV to write and resume (default: by name)")
     p.add_argument("--fresh", action="store_true", help="start a new CSV instead of resuming")
     p.add_argument(
+        "--harness-rounds",
+        type=int,
+        default=HARNESS_ROUNDS,
+        help=f"fresh timing processes per case, each column's samples in each (default "
+        f"{HARNESS_ROUNDS}; fewer for a quick look, not for a table)",
+    )
+    p.add_argument(
         "--redo",
         default="",
         help="comma-separated cases to run again although the resumed CSV has them",
@@ -1923,8 +1932,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.batch = args.ms_trials_per_iter or (QUICK_BATCH if args.quick else 16)
     if args.time_limit is None and args.quick:
         args.time_limit = QUICK_TIME_LIMIT_S
-    if args.trials < 1 or args.batch < 1:
-        p.error("--trials and --batch must be at least 1")
+    if args.trials < 1 or args.batch < 1 or args.harness_rounds < 1:
+        p.error("--trials, --batch and --harness-rounds must be at least 1")
     if args.explorer is None:
         from heronlike.explore import EXPLORERS
 

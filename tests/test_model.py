@@ -287,24 +287,27 @@ def test_constant_weights_only_are_packed() -> None:
 def test_cli_model_tune_build_run(tmp_path: Path) -> None:
     net, x = _model("cnn")
     path = _onnx(net, x, tmp_path / "cnn.onnx")
-    cli = [sys.executable, "-m", "heronlike.cli", "model"]
+    from click.testing import CliRunner
+
+    from heronlike import cli
+
+    # the commands in this process, one after the other as a user types them (each reads what
+    # the one before wrote); tests/test_cli.py runs the installed console script itself
     records, lib = tmp_path / "r.sqlite", tmp_path / "cnn.so"
-    run = lambda *a: subprocess.run(  # noqa: E731
-        [*cli, *a], capture_output=True, text=True, timeout=300
-    )
+    run = lambda *a: CliRunner().invoke(cli.main, ["model", *a])  # noqa: E731
     out = run("tune", str(path), "--trials", "4", "--batch-size", "4", "--records", str(records))
-    assert out.returncode == 0, out.stderr
+    assert out.exit_code == 0, out.output
     assert "4 trials run" in out.stdout
     out = run("build", str(path), "--records", str(records), "-o", str(lib))
-    assert out.returncode == 0, out.stderr
+    assert out.exit_code == 0, out.output
     assert "tuned" in out.stdout
     out = run("run", str(lib), "--repeat", "3", "--profile")
-    assert out.returncode == 0, out.stderr
+    assert out.exit_code == 0, out.output
     assert "float32[1, 10]" in out.stdout and "finite True" in out.stdout
     # the tuned kernels' time in the model set beside their recorded time alone
     assert re.search(r"\d+\.\d\d  tuned ", out.stdout), out.stdout
     out = run("build", str(tmp_path / "missing.onnx"), "-o", str(lib))
-    assert out.returncode == 2 and "ModelImportError" in out.stderr
+    assert isinstance(out.exception, ModelImportError), out.output
 
 
 def test_library_from_a_model(tmp_path: Path) -> None:
