@@ -30,9 +30,10 @@ def test_finish_picks_the_fastest_re_measured_finalist(tmp_path: Path) -> None:
     for f in r.finalists:
         assert by_index[f.trial_index].assignment == f.assignment
         assert f.latency_s is not None and f.latency_s > 0 and f.error_kind is None
-    # picked on the first half of the interleaved rounds, reported with the second half
+    # picked by the fastest of the first half of the interleaved rounds (noise only slows),
+    # reported with the median of the second half
     assert all(len(f.rounds_s) == 4 for f in r.finalists)
-    winner = min(r.finalists, key=lambda f: statistics.median(f.rounds_s[:2]))
+    winner = min(r.finalists, key=lambda f: min(f.rounds_s[:2]))
     assert r.assignment == winner.assignment
     assert r.latency_s == statistics.median(winner.rounds_s[2:])
     assert r.tuning_latency_s == winner.tuning_latency_s

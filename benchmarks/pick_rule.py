@@ -1,0 +1,159 @@
+"""Which rule picks the fastest finalist: the fastest of the first half of the finish's rounds
+(heronlike's, since 2026-12-03) or their median (before).
+
+The finish re-measures the ``k`` fastest candidates of a tune side by side in interleaved
+rounds, picks one on the first half of the rounds and reports the median of the other half
+(``heronlike.session``). With 4 rounds, the median of the first two is their mean, so one round
+slowed by the machine (a cloud VM's slow spells last up to seconds) can lose the pick for the
+fastest kernel. This benchmark scores both rules on the same measurements:
+
+1. ``tune(trials=T, finalists=k)`` of a case (``--cases``, the names of ``suite.py``: Heron's
+   DL Boost shapes), one tune per seed;
+2. a *later* re-measure of all ``k`` finalists in one process, interleaved rounds with many
+   repeats (the finish's runner and settings): each finalist's reference latency;
+3. each rule applied to the tune's own rounds (``Finalist.rounds_s``): the reference latency
+   of its pick over the fastest finalist's (``regret``: 0 = the rule picked the fastest).
+
+Writes ``<out>/pick_rule-<cpu>-<date>.csv`` (one row per case and seed) and prints the mean
+regret of each rule and how often it picked the later-fastest finalist.
+
+    python benchmarks/pick_rule.py                                # T4, C2D2, G1; 4 seeds each
+    python benchmarks/pick_rule.py --cases G1 --seeds 2 --trials 16   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import heronlike  # noqa: E402
+from benchmarks.suite import parse_case  # noqa: E402
+from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
+from heronlike.session import TuningSession, _selection_latency  # noqa: E402
+
+
+def median_of_first_half(rounds_s: Sequence[float]) -> float:
+    """The rule before 2026-12-03: the median of the first half of the rounds (seconds)."""
+    return statistics.median(rounds_s[: len(rounds_s) // 2])
+
+
+#: rule name -> what a finalist's rounds are scored by (the lowest score is picked)
+RULES: dict[str, Callable[[Sequence[float]], float]] = {
+    "min_first_half": lambda rounds: min(rounds[: len(rounds) // 2]),
+    "median_first_half": median_of_first_half,
+}
+
+
+def picks(rounds: Sequence[Sequence[float]]) -> dict[str, int]:
+    """The index of the finalist each rule of :data:`RULES` picks from the finalists' rounds
+    (ties to the earlier finalist, as the finish breaks them)."""
+    return {
+        name: min(range(len(rounds)), key=lambda i: (rule(rounds[i]), i))
+        for name, rule in RULES.items()
+    }
+
+
+def one_tune(a: argparse.Namespace, case: str, seed: int, work: Path) -> dict:
+    """Tune once, re-measure every finalist later, score both rules; one CSV row."""
+    name, op, params, _ = parse_case(case)
+    compute = getattr(heronlike.ops, op)(**params, dtype="int8")
+    records = work / f"{name}-seed{seed}.sqlite"
+    r = heronlike.tune(
+        compute,
+        a.target,
+        trials=a.trials,
+        batch_size=a.batch_size,
+        explorer=a.explorer,
+        seed=seed,
+        records=records,
+        finalists=a.finalists,
+    )
+    timed = [f for f in r.finalists if f.latency_s is not None and len(f.rounds_s) >= 2]
+    session = TuningSession(compute, a.target, trials=a.trials, records=records)
+    try:
+        later = session.measurer.finish_many(  # type: ignore[attr-defined]
+            [f.assignment for f in timed], a.later_repeat, rounds=a.later_rounds
+        )
+    finally:
+        session.close()
+    ref = [m.latency_s for m in later]
+    fastest = min(ref)
+    chosen = picks([f.rounds_s for f in timed])
+    # the shipped rule is the first of RULES: guard against the two drifting apart
+    shipped = min(range(len(timed)), key=lambda i: (_selection_latency(timed[i]), i))
+    assert shipped == chosen["min_first_half"], "RULES['min_first_half'] is not heronlike's"
+    row = dict(
+        case=name,
+        op=op,
+        params=" ".join(f"{k}={v}" for k, v in params.items()),
+        target=r.target_key,
+        trials=a.trials,
+        finalists=len(timed),
+        seed=seed,
+        later_ms=";".join(f"{t * 1e3:.5g}" for t in ref),
+        tune_rounds_ms="|".join(";".join(f"{t * 1e3:.5g}" for t in f.rounds_s) for f in timed),
+    )
+    for rule, i in chosen.items():
+        row[f"{rule}_pick"] = i
+        row[f"{rule}_regret"] = ref[i] / fastest - 1
+    row.update(cpu=cpu_model(), cpu_signature=cpu_signature(), date=dt.date.today().isoformat())
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default="T4,C2D2,G1")
+    p.add_argument("--target", default="dlboost", help="dlboost (VNNI) or 'dlboost -general'")
+    p.add_argument("--explorer", default="cga")
+    p.add_argument("--trials", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--finalists", type=int, default=4)
+    p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--later-repeat", type=int, default=40, help="repeats of the later re-measure")
+    p.add_argument("--later-rounds", type=int, default=8)
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "out")
+    a = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in a.cases.split(","):
+            for seed in range(a.seeds):
+                row = one_tune(a, case, seed, Path(tmp))
+                rows.append(row)
+                print(
+                    f"{row['case']} seed {seed}: later ms {row['later_ms']}; picks "
+                    + ", ".join(
+                        f"{rule} {row[f'{rule}_pick']} (+{row[f'{rule}_regret']:.1%})"
+                        for rule in RULES
+                    ),
+                    flush=True,
+                )
+    name = f"pick_rule-{machine_slug()}-{dt.date.today()}.csv"
+    a.out.mkdir(parents=True, exist_ok=True)
+    with (a.out / name).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"\n{len(rows)} tunes ({cpu_model()}, {a.target}, {a.trials} trials, k={a.finalists}):")
+    for rule in RULES:
+        regrets = [r[f"{rule}_regret"] for r in rows]
+        hits = sum(x == 0 for x in regrets)
+        print(
+            f"  {rule:18s} mean regret {statistics.mean(regrets):+.2%}, worst "
+            f"{max(regrets):+.2%}, picked the later-fastest {hits}/{len(rows)}"
+        )
+    print(f"wrote {a.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
