@@ -106,7 +106,9 @@ def one_tune(a: argparse.Namespace, case: str, seed: int, work: Path) -> dict:
     for rule, i in chosen.items():
         row[f"{rule}_pick"] = i
         row[f"{rule}_regret"] = ref[i] / fastest - 1
-    row.update(cpu=cpu_model(), cpu_signature=cpu_signature(), date=dt.date.today().isoformat())
+    row.update(
+        cpu_model=cpu_model(), cpu_signature=cpu_signature(), date=dt.date.today().isoformat()
+    )
     return row
 
 

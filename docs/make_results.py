@@ -1133,6 +1133,33 @@ SHARING_COLUMNS = (
     ),
 )
 
+#: the finalist-pick rules scored against a later re-measure of every finalist
+#: (benchmarks/pick_rule.py)
+PICK_RULE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("seed", "{seed}"),
+    Col("finalists' later ms", lambda r: r["later_ms"].replace(";", " / ")),
+    Col(
+        "fastest of first half: pick, regret", "{min_first_half_pick}, {min_first_half_regret:+.1%}"
+    ),
+    Col(
+        "median of first half: pick, regret",
+        "{median_first_half_pick}, {median_first_half_regret:+.1%}",
+    ),
+)
+
+
+def pick_rule_summary(rows: list[Row]) -> list[Row]:
+    """Mean regret of each rule over the tunes and how often it picked the later-fastest."""
+    out: Row = {"case": f"mean over {len(rows)} tunes", "seed": "", "later_ms": ""}
+    for rule in ("min_first_half", "median_first_half"):
+        regrets = [r[f"{rule}_regret"] for r in rows]
+        hits = sum(x == 0 for x in regrets)
+        out[f"{rule}_pick"] = f"fastest in {hits}/{len(rows)}"
+        out[f"{rule}_regret"] = statistics.fmean(regrets)
+    return [out]
+
+
 #: the Zen 4 table's rows lost or below 90 % of peak at 16 trials, both tuners at 64 trials,
 #: beside the 16-trial ratios of the table (joined by case)
 SUITE64_ZEN4_CSV = "suite64-vnni-amd-epyc-zen4-2026-12-03.csv"
@@ -1655,6 +1682,13 @@ TABLES: dict[str, Table] = {
                     "pytorch_shared_vs_own",
                 ),
             ),
+        ),
+        Table(
+            "pick-rule",
+            ("pick_rule-*.csv",),
+            PICK_RULE_COLUMNS,
+            "python benchmarks/pick_rule.py",
+            summary=pick_rule_summary,
         ),
         Table(
             "measure-rounds",
