@@ -45,6 +45,26 @@ def _gops(flop: float, latency: float | None) -> float | None:
     return flop / latency / 1e9 if latency else None
 
 
+def remeasure_later(
+    compute: object,
+    a: argparse.Namespace,
+    records: Path,
+    assignments: list[dict[str, int]],
+    repeat: int,
+    rounds: int,
+) -> list:
+    """A later re-measure of ``assignments`` of ``compute`` on ``a.target`` (the finish's
+    runner and settings: ``FinalMeasurement``s), in one process, ``rounds`` interleaved rounds
+    of ``repeat`` measurements."""
+    session = TuningSession(compute, a.target, trials=a.trials, records=records)
+    try:
+        return session.measurer.finish_many(  # type: ignore[attr-defined]
+            assignments, repeat, rounds=rounds
+        )
+    finally:
+        session.close()
+
+
 def one_seed(a: argparse.Namespace, seed: int, work: Path) -> dict:
     """Tune once, pick both ways, re-measure both picks later; one CSV row."""
     shape = tuple(int(x) for x in a.shape.split(","))
@@ -54,13 +74,9 @@ def one_seed(a: argparse.Namespace, seed: int, work: Path) -> dict:
     before = heronlike.tune(compute, a.target, finalists=1, batch_size=a.batch_size, **common)
     after = heronlike.tune(compute, a.target, finalists=a.finalists, **common)
     assert after.trials_run == 0, "the second tune must only re-pick"
-    session = TuningSession(compute, a.target, trials=a.trials, records=records)
-    try:
-        later = session.measurer.finish_many(  # type: ignore[attr-defined]
-            [before.assignment, after.assignment], a.later_repeat, rounds=a.later_rounds
-        )
-    finally:
-        session.close()
+    later = remeasure_later(
+        compute, a, records, [before.assignment, after.assignment], a.later_repeat, a.later_rounds
+    )
     flop = before.flop
     row = dict(
         op=a.op,

@@ -37,9 +37,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import heronlike  # noqa: E402
+from benchmarks.final_pick import remeasure_later  # noqa: E402
 from benchmarks.suite import parse_case  # noqa: E402
 from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
-from heronlike.session import TuningSession, _selection_latency  # noqa: E402
+from heronlike.measure.measurer import FinalMeasurement  # noqa: E402
+from heronlike.session import _selection_latency  # noqa: E402
 
 
 def median_of_first_half(rounds_s: Sequence[float]) -> float:
@@ -47,9 +49,14 @@ def median_of_first_half(rounds_s: Sequence[float]) -> float:
     return statistics.median(rounds_s[: len(rounds_s) // 2])
 
 
+def finish_rule(rounds_s: Sequence[float]) -> float:
+    """heronlike's rule: the finish's own :func:`heronlike.session._selection_latency`."""
+    return _selection_latency(FinalMeasurement(None, None, None, None, tuple(rounds_s)))
+
+
 #: rule name -> what a finalist's rounds are scored by (the lowest score is picked)
 RULES: dict[str, Callable[[Sequence[float]], float]] = {
-    "min_first_half": lambda rounds: min(rounds[: len(rounds) // 2]),
+    "min_first_half": finish_rule,
     "median_first_half": median_of_first_half,
 }
 
@@ -79,19 +86,12 @@ def one_tune(a: argparse.Namespace, case: str, seed: int, work: Path) -> dict:
         finalists=a.finalists,
     )
     timed = [f for f in r.finalists if f.latency_s is not None and len(f.rounds_s) >= 2]
-    session = TuningSession(compute, a.target, trials=a.trials, records=records)
-    try:
-        later = session.measurer.finish_many(  # type: ignore[attr-defined]
-            [f.assignment for f in timed], a.later_repeat, rounds=a.later_rounds
-        )
-    finally:
-        session.close()
+    later = remeasure_later(
+        compute, a, records, [f.assignment for f in timed], a.later_repeat, a.later_rounds
+    )
     ref = [m.latency_s for m in later]
     fastest = min(ref)
     chosen = picks([f.rounds_s for f in timed])
-    # the shipped rule is the first of RULES: guard against the two drifting apart
-    shipped = min(range(len(timed)), key=lambda i: (_selection_latency(timed[i]), i))
-    assert shipped == chosen["min_first_half"], "RULES['min_first_half'] is not heronlike's"
     row = dict(
         case=name,
         op=op,
