@@ -65,6 +65,25 @@ def remeasure_later(
         session.close()
 
 
+def tune_options(
+    p: argparse.ArgumentParser, *, target: str, trials: int, finalists: int
+) -> argparse.ArgumentParser:
+    """Add the options of a benchmark that tunes per seed and re-measures later (this one,
+    ``pick_rule.py``): ``--target``, ``--explorer``, ``--trials``, ``--batch-size``,
+    ``--finalists``, ``--seeds``, ``--later-repeat``, ``--later-rounds``, ``--out``; returns
+    ``p``."""
+    p.add_argument("--target", default=target, help="e.g. llvm, dlboost (VNNI), 'dlboost -general'")
+    p.add_argument("--explorer", default="cga")
+    p.add_argument("--trials", type=int, default=trials)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--finalists", type=int, default=finalists)
+    p.add_argument("--seeds", type=int, default=4)
+    p.add_argument("--later-repeat", type=int, default=40, help="repeats of the later re-measure")
+    p.add_argument("--later-rounds", type=int, default=8)
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "out")
+    return p
+
+
 def one_seed(a: argparse.Namespace, seed: int, work: Path) -> dict:
     """Tune once, pick both ways, re-measure both picks later; one CSV row."""
     shape = tuple(int(x) for x in a.shape.split(","))
@@ -108,15 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--op", default="gemm")
     p.add_argument("--shape", default="1024,1024,1024")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--target", default="llvm", help="e.g. llvm, dlboost (VNNI)")
-    p.add_argument("--explorer", default="cga")
-    p.add_argument("--trials", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--finalists", type=int, default=8)
-    p.add_argument("--seeds", type=int, default=4)
-    p.add_argument("--later-repeat", type=int, default=40, help="repeats of the later re-measure")
-    p.add_argument("--later-rounds", type=int, default=8)
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "out")
+    tune_options(p, target="llvm", trials=64, finalists=8)
     a = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

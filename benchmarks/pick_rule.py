@@ -37,7 +37,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import heronlike  # noqa: E402
-from benchmarks.final_pick import remeasure_later  # noqa: E402
+from benchmarks.final_pick import remeasure_later, tune_options  # noqa: E402
 from benchmarks.suite import parse_case  # noqa: E402
 from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
 from heronlike.measure.measurer import FinalMeasurement  # noqa: E402
@@ -115,15 +115,7 @@ def one_tune(a: argparse.Namespace, case: str, seed: int, work: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default="T4,C2D2,G1")
-    p.add_argument("--target", default="dlboost", help="dlboost (VNNI) or 'dlboost -general'")
-    p.add_argument("--explorer", default="cga")
-    p.add_argument("--trials", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--finalists", type=int, default=4)
-    p.add_argument("--seeds", type=int, default=4)
-    p.add_argument("--later-repeat", type=int, default=40, help="repeats of the later re-measure")
-    p.add_argument("--later-rounds", type=int, default=8)
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "out")
+    tune_options(p, target="dlboost", trials=32, finalists=4)
     a = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
