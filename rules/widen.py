@@ -32,7 +32,7 @@ from tvm import s_tir, tirx
 from heronlike.dag import Access
 
 from .base import Rule, RuleContext
-from .pad import intrinsic_padding, padded_scratch
+from .pad import WIDENED_COPY, intrinsic_padding, padded_scratch
 
 
 def retype_buffer(func: tirx.PrimFunc, name: str, dtype: str) -> tirx.PrimFunc:
@@ -150,6 +150,10 @@ class WidenOperand(Rule):
         )
         ctx.matches[stage] = replace(match, stage=st.stage, a=wide(match.a))
         if copied:
+            if set(intrinsic_padding(match)) & set(match.a.axes):
+                # PadToIntrinsic copies A again, padded: it inlines this copy into its own
+                st.extra[WIDENED_COPY] = name
+                return
             (block,) = ctx.step("get_sblock", name, outs=[f"b_{name}"])
             lanes = self.vector_bytes // (tvm.DataType(dtype).bits // 8)
             ctx.step("parallelize_vectorize", block, lanes)

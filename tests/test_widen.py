@@ -149,6 +149,8 @@ def test_widened_kernels_are_exact(tmp_path: Path, compute, target: str, shape: 
     result = heronlike.tune(compute, target, trials=4, batch_size=4, records=tmp_path / "r.sqlite")
     assert result.space.target.widen_a  # the default
     assert result.valid == 4 and result.correct, shape
+    copies = [ln for ln in result.script.splitlines() if "alloc_buffer" in ln and "int16" in ln]
+    assert len(copies) == 1, copies  # one int16 A, also where A is padded (odd K)
     rng = np.random.default_rng(1)
     x = rng.integers(0, 256, [int(d) for d in compute[0].shape], dtype=np.uint8)
     w = rng.integers(-128, 128, [int(d) for d in compute[1].shape], dtype=np.int8)
