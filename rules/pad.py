@@ -50,7 +50,7 @@ from heronlike.intrinsic import IntrinsicMatch, shape_problems
 
 from .base import Rule, RuleContext
 
-#: key of :attr:`StageState.extra`: the name of A's widened copy
+#: key of :attr:`StageState.extra`: ``(buffer, block)`` of A's widened copy
 #: (:class:`~heronlike.rules.widen.WidenOperand`) when this rule pads A, which then inlines the
 #: copy into its padded one instead of copying A twice
 WIDENED_COPY = "widened_copy"
@@ -245,12 +245,11 @@ class PadToIntrinsic(Rule):
             ):
                 self._schedule_packing(ctx, match, blk.name_hint)
             elif writes in padded_outputs:  # a producer filling a padded operand
-                if writes == renamed.get(st.extra.get(WIDENED_COPY)):
+                widened, writer = st.extra.get(WIDENED_COPY, (None, None))
+                if writes == renamed.get(widened):
                     # A's widened copy (WidenOperand) read only here: one copy, widened and
                     # padded in one pass
-                    (copy,) = ctx.step(
-                        "get_sblock", st.extra[WIDENED_COPY], outs=[f"b_{st.extra[WIDENED_COPY]}"]
-                    )
+                    (copy,) = ctx.step("get_sblock", writer, outs=[f"b_{writer}"])
                     ctx.step("compute_inline", copy)
                 self._schedule_producer(ctx, sch, blk.name_hint, blk.writes[0].source.dtype)
             elif st.write_back is None:  # the copy-out of the padded result: the write-back

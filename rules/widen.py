@@ -10,10 +10,12 @@ dtype, written before the stage runs:
 * where A is already a materialised operand (a convolution's zero padding ``Xp``, SCAN's
   generated matrix) that only this stage reads, that operand itself is stored in the wider
   dtype (:func:`retype_buffer`): no extra pass;
-* otherwise (A a parameter, or read by other stages too) a copy of A (``cache_read``, then
-  retyped) is written at the root, its outer loops fused and ``parallel``, its innermost loop
-  vectorised, like any materialised operand. Its cost (``M·K`` element copies against
-  ``M·N·K`` multiply-adds for a GEMM) is inside every measured latency.
+* otherwise (A a parameter, or read by other stages too) a copy of A, retyped, is written at
+  the root, its outer loops fused and ``parallel``, its innermost loop vectorised, like any
+  materialised operand. It holds what the stage reads, indexed by the stage's iterators
+  (``reindex``), where that is less than all of A (a strided 1 × 1 convolution: a quarter of
+  a 2-D input, an eighth of a 3-D one), else all of A (``cache_read``). Its cost (``M·K``
+  element copies against ``M·N·K`` multiply-adds for a GEMM) is inside every measured latency.
 
 Both rewrite the template's PrimFunc before any schedule primitive runs on it, so every
 candidate shares them; the stage's accesses (and so C5's footprints, which count A's bytes)
@@ -28,8 +30,9 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.tirx.analysis import undefined_vars
 
-from heronlike.dag import Access
+from heronlike.dag import Access, ComputeDAG
 
 from .base import Rule, RuleContext
 from .pad import WIDENED_COPY, intrinsic_padding, padded_scratch
@@ -80,7 +83,10 @@ def widen_operand(
     """``func`` with block ``stage`` reading operand ``buffer`` in ``dtype``:
     ``(func, name of the buffer it now reads, whether that is a new copy)``. A buffer written
     by one block and read by ``stage`` alone is retyped in place; any other (a parameter, an
-    operand other blocks read) is copied (``cache_read``) and the copy retyped.
+    operand other blocks read) is copied and the copy retyped: the elements ``stage`` reads,
+    indexed by its iterators (``reindex``), where that is fewer than the buffer holds (a
+    strided 1 × 1 convolution reads a quarter of a 2-D input, an eighth of a 3-D one), else
+    the buffer (``cache_read``).
 
     Raises:
         ValueError: ``stage`` does not read ``buffer``.
@@ -95,9 +101,35 @@ def widen_operand(
         consumers = sch.get_consumers(producers[0])
         if len(consumers) == 1 and sch.get(consumers[0]).name_hint == stage:
             return retype_buffer(func, buffer, dtype), buffer, False
-    copy = sch.cache_read(block, reads.index(buffer), "global")
+    index = reads.index(buffer)
+    if _reindexed_size(sch.get(block), index) < _size(sch.get(block).reads[index].source.shape):
+        copy = sch.reindex(block, ("read", index))
+    else:
+        copy = sch.cache_read(block, index, "global")
     name = str(sch.get(copy).writes[0].source.name)
     return retype_buffer(sch.mod["main"], name, dtype), name, True
+
+
+def _writer(func: tirx.PrimFunc, buffer: str) -> str:
+    """The name of the root-level block of ``func`` that writes ``buffer``."""
+    sch = s_tir.Schedule(func)
+    blocks = (sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root")))
+    return next(str(b.name_hint) for b in blocks if b.writes[0].source.name == buffer)
+
+
+def _size(shape: Any) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
+
+
+def _reindexed_size(block: Any, index: int) -> int:
+    """Elements of ``reindex``'s copy of read ``index`` of ``block``: one per value of the
+    block iterators its indices use (a strided 1 × 1 convolution's ``X[n, 2h, 2w, ci]``: the
+    ``h × w × ci`` elements it reads, where a copy of the buffer holds 4× as many)."""
+    used = {v.name for rng in block.reads[index].region for v in undefined_vars(rng.min)}
+    return _size(int(iv.dom.extent) for iv in block.iter_vars if iv.var.name in used)
 
 
 class WidenOperand(Rule):
@@ -139,8 +171,11 @@ class WidenOperand(Rule):
         func, name, copied = widen_operand(ctx.template.func, stage, match.a.buffer, dtype)
         ctx.template.func = func
 
+        fresh = ComputeDAG(func, ctx.dag.outputs).stage(stage)
+        a = next(r for r in fresh.reads if r.buffer == name)  # a reindexed copy: new indices
+
         def wide(acc: Access) -> Access:
-            return replace(acc, buffer=name, dtype=dtype) if acc.buffer == match.a.buffer else acc
+            return a if acc.buffer == match.a.buffer else acc
 
         mac = st.stage.mac
         st.stage = replace(
@@ -150,11 +185,12 @@ class WidenOperand(Rule):
         )
         ctx.matches[stage] = replace(match, stage=st.stage, a=wide(match.a))
         if copied:
-            if set(intrinsic_padding(match)) & set(match.a.axes):
+            writer = _writer(func, name)  # reindex's block is named X_reindex_reindex
+            if set(intrinsic_padding(match)) & set(a.axes):
                 # PadToIntrinsic copies A again, padded: it inlines this copy into its own
-                st.extra[WIDENED_COPY] = name
+                st.extra[WIDENED_COPY] = (name, writer)
                 return
-            (block,) = ctx.step("get_sblock", name, outs=[f"b_{name}"])
+            (block,) = ctx.step("get_sblock", writer, outs=[f"b_{writer}"])
             lanes = self.vector_bytes // (tvm.DataType(dtype).bits // 8)
             ctx.step("parallelize_vectorize", block, lanes)
             return

@@ -56,6 +56,27 @@ def test_a_parameter_gets_an_int16_copy() -> None:
     assert [str(p.name) for p in out.params] == [str(p.name) for p in func.params]
 
 
+def _allocated_shapes(func) -> dict[str, tuple[int, ...]]:
+    sch = s_tir.Schedule(func)
+    return {
+        str(b.name): tuple(int(d) for d in b.shape)
+        for b in sch.get(sch.get_sblock("root")).alloc_buffers
+    }
+
+
+def test_strided_operand_copies_only_what_the_stage_reads() -> None:
+    """A 1 x 1 convolution of stride 2 reads every other row and column of X: its int16 copy
+    holds those (4 x 4 x 16, indexed by the stage's iterators), not all 8 x 8 x 16 elements; a
+    GEMM's A, read whole, is copied whole."""
+    func = te.create_prim_func(ops.c2d(1, 8, 8, 16, 16, 1, 1, 2, 0, 1))
+    out, name, copied = widen_operand(func, "Y", "X", "int16")
+    assert copied and _allocated_shapes(out)[name] == (1, 4, 4, 16)
+    assert sorted(_blocks(out).values()) == ["int16", "int32"]  # the copy, the convolution
+    gemm = te.create_prim_func(ops.gemm(32, 16, 8))
+    out, name, _ = widen_operand(gemm, "C", "X", "int16")
+    assert _allocated_shapes(out)[name] == (32, 8)
+
+
 def test_materialized_operand_is_retyped_in_place() -> None:
     """A convolution's zero padding Xp is read by the convolution alone: it is stored as int16
     itself, no second copy."""
@@ -135,13 +156,19 @@ needs_avx512bw = pytest.mark.skipif("avx512bw" not in cpu_flags(), reason="needs
             ops.c2d(1, 7, 7, 16, 16, 3, 3, 1, 1, 1), AVX2, "c2d 7x7x16 3x3", marks=needs_avx2
         ),
         pytest.param(
+            ops.c3d(1, 4, 8, 8, 16, 32, 1, 1, 1, 2, 0, 1),
+            AVX2,
+            "c3d 1x1x1 stride 2 (strided copy)",
+            marks=needs_avx2,
+        ),
+        pytest.param(
             ops.gemm(8, 48, 30),
             "dlboost -general -mcpu=skylake-avx512",
             "gemm 8x48x30 on AVX-512BW",
             marks=needs_avx512bw,
         ),
     ],
-    ids=["gemm-odd-k", "c2d", "gemm-avx512bw"],
+    ids=["gemm-odd-k", "c2d", "c3d-strided", "gemm-avx512bw"],
 )
 def test_widened_kernels_are_exact(tmp_path: Path, compute, target: str, shape: str) -> None:
     """A real tune on this CPU, then the extreme operands (u8 255 by s8 -128, where the
