@@ -56,6 +56,7 @@ MINUS = "\u2212"
 # CPU signatures the CSVs record, and what those machines are (from the notes of their runs)
 KNOWN_CPUS = {
     "family 25 model 1 stepping 1": "family 25 model 1: Zen 3, AVX2, no AVX-512",
+    "family 23 model 49 stepping 0": "family 23 model 49: Zen 2, AVX2, no AVX-512",
     "family 25 model 17 stepping 1": "family 25 model 17: Zen 4, AVX-512 VNNI",
     "family 26 model 2 stepping 1": "family 26 model 2: Zen 5, AVX-512 VNNI, 512-bit datapaths",
     "family 6 model 167 stepping 1": "family 6 model 167 under KVM: AVX-512 VNNI, AMX",
@@ -1259,6 +1260,36 @@ WIDEN_A_FAIR_GEOMEANS = both(
         where=lambda r: bool(r["speedup_vs_ms_before"] and r["speedup_vs_ms_after"]),
     ),
 )
+#: the fair table's convolutions on a Zen 2 without VNNI (2026-12-03, padding guards back,
+#: eb7b5fd), the strided 1 x 1 rows re-run with the strided int16 copy (reindex) ...
+FAIR_GENERAL_ZEN2_CSV = "suite_fair-general-vpmaddwd-widen-a-amd-epyc-zen2-2026-12-03.csv"
+#: ... those rows as they ran first, copying all of A to int16
+FAIR_GENERAL_ZEN2_FULL_COPY_CSV = (
+    "suite_fair-general-vpmaddwd-widen-a-full-copy-amd-epyc-zen2-2026-12-03.csv"
+)
+#: two machines' runs side by side, case by case: only ratios within one run compare
+ZEN2_VS_ZEN3_COLUMNS = (
+    Col("case", "{case}"),
+    Col(
+        "vs PyTorch, Zen 3 / Zen 2",
+        "{speedup_vs_pytorch_before:.2f} / {speedup_vs_pytorch_after:.2f}",
+    ),
+    Col("vs MS, Zen 3 / Zen 2", "{speedup_vs_ms_before:.2f} / {speedup_vs_ms_after:.2f}"),
+    Col(
+        "% of peak heronlike, Zen 3 / Zen 2",
+        "{heronlike_pct_peak_before:.0f} / {heronlike_pct_peak_after:.0f}",
+    ),
+)
+#: its geomeans
+ZEN2_VS_ZEN3_GEOMEANS = both(
+    geomean("case", "geomean", ("speedup_vs_pytorch_before", "speedup_vs_pytorch_after")),
+    geomean(
+        "case",
+        "geomean, rows where MetaSchedule ran on both",
+        ("speedup_vs_ms_before", "speedup_vs_ms_after"),
+        where=lambda r: bool(r["speedup_vs_ms_before"] and r["speedup_vs_ms_after"]),
+    ),
+)
 #: its geomeans: all rows, and the rows where both best kernels use the intrinsic
 _FAIR_GENERAL_RATIOS = ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 FAIR_GENERAL_GEOMEANS = both(
@@ -1745,6 +1776,32 @@ TABLES: dict[str, Table] = {
             + ", the table below)",
             rows=joined_with_before(FAIR_GENERAL_ZEN3_DEC_CSV),
             summary=WIDEN_A_FAIR_GEOMEANS,
+        ),
+        Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
+            "suite-fair-general-zen2",
+            (FAIR_GENERAL_ZEN2_CSV,),
+            FAIR_VNNI_COLUMNS,
+            "python benchmarks/suite.py --quick --cases C3D5,D3,C3D2,…  (24 convolutions; "
+            "then --redo C2D4,C2D6,C3D2,C3D4,C3D6,D4,D6 after the strided copy)",
+            summary=FAIR_GENERAL_GEOMEANS,
+        ),
+        Table(  # ... its strided 1 x 1 rows before and after the strided copy
+            "suite-fair-general-zen2-strided-copy",
+            (FAIR_GENERAL_ZEN2_CSV,),
+            WIDEN_A_FAIR_COLUMNS,
+            "python benchmarks/suite.py --quick --redo C2D4,C2D6,C3D2,C3D4,C3D6,D4,D6  (before: "
+            + FAIR_GENERAL_ZEN2_FULL_COPY_CSV
+            + ", the same rows of the first run)",
+            rows=joined_with_before(FAIR_GENERAL_ZEN2_FULL_COPY_CSV),
+            summary=WIDEN_A_FAIR_GEOMEANS,
+        ),
+        Table(  # ... and case by case against the Zen 3 table of 2026-12-02
+            "suite-fair-general-zen2-vs-zen3",
+            (FAIR_GENERAL_ZEN2_CSV,),
+            ZEN2_VS_ZEN3_COLUMNS,
+            "python benchmarks/suite.py --quick  (Zen 3: " + FAIR_GENERAL_ZEN3_WIDEN_A_CSV + ")",
+            rows=joined_with_before(FAIR_GENERAL_ZEN3_WIDEN_A_CSV),
+            summary=ZEN2_VS_ZEN3_GEOMEANS,
         ),
         # ---- llvm
         Table(
