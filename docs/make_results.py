@@ -1230,6 +1230,19 @@ FAIR_GENERAL_ZEN3_NOV_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-2
 FAIR_GENERAL_ZEN3_DEC_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-12-02.csv"
 #: ... and again that day with pre-widened A (-widen-a, the new default), same budget
 FAIR_GENERAL_ZEN3_WIDEN_A_CSV = "suite_fair-general-vpmaddwd-widen-a-amd-epyc-zen3-2026-12-02.csv"
+
+
+def ms_before_after_geomean(label: str) -> Callable[[list[Row]], list[Row]]:
+    """The geomean row of a :func:`joined_with_before` table's MetaSchedule ratios, over the
+    cases where MetaSchedule ran in both runs."""
+    return geomean(
+        "case",
+        label,
+        ("speedup_vs_ms_before", "speedup_vs_ms_after"),
+        where=lambda r: bool(r["speedup_vs_ms_before"] and r["speedup_vs_ms_after"]),
+    )
+
+
 #: the two 2026-12-02 runs side by side, case by case
 WIDEN_A_FAIR_COLUMNS = (
     Col("case", "{case}"),
@@ -1253,12 +1266,7 @@ WIDEN_A_FAIR_GEOMEANS = both(
         "geomean",
         ("heronlike_gain", "speedup_vs_pytorch_before", "speedup_vs_pytorch_after"),
     ),
-    geomean(
-        "case",
-        "geomean, rows where MetaSchedule ran both times",
-        ("speedup_vs_ms_before", "speedup_vs_ms_after"),
-        where=lambda r: bool(r["speedup_vs_ms_before"] and r["speedup_vs_ms_after"]),
-    ),
+    ms_before_after_geomean("geomean, rows where MetaSchedule ran both times"),
 )
 #: the fair table's convolutions on a Zen 2 without VNNI (2026-12-03, padding guards back,
 #: eb7b5fd), the strided 1 x 1 rows re-run with the strided int16 copy (reindex) ...
@@ -1283,12 +1291,7 @@ ZEN2_VS_ZEN3_COLUMNS = (
 #: its geomeans
 ZEN2_VS_ZEN3_GEOMEANS = both(
     geomean("case", "geomean", ("speedup_vs_pytorch_before", "speedup_vs_pytorch_after")),
-    geomean(
-        "case",
-        "geomean, rows where MetaSchedule ran on both",
-        ("speedup_vs_ms_before", "speedup_vs_ms_after"),
-        where=lambda r: bool(r["speedup_vs_ms_before"] and r["speedup_vs_ms_after"]),
-    ),
+    ms_before_after_geomean("geomean, rows where MetaSchedule ran on both"),
 )
 #: its geomeans: all rows, and the rows where both best kernels use the intrinsic
 _FAIR_GENERAL_RATIOS = ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
