@@ -24,6 +24,7 @@ see the wider dtype. Widening a zero-extended u8 to int16 is exact.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -81,7 +82,8 @@ def widen_operand(
     func: tirx.PrimFunc, stage: str, buffer: str, dtype: str
 ) -> tuple[tirx.PrimFunc, str, bool]:
     """``func`` with block ``stage`` reading operand ``buffer`` in ``dtype``:
-    ``(func, name of the buffer it now reads, whether that is a new copy)``. A buffer written
+    ``(func, name of the buffer it now reads, name of the block writing that new copy or None
+    where there is none)``. A buffer written
     by one block and read by ``stage`` alone is retyped in place; any other (a parameter, an
     operand other blocks read) is copied and the copy retyped: the elements ``stage`` reads,
     indexed by its iterators (``reindex``), where that is fewer than the buffer holds (a
@@ -100,28 +102,15 @@ def widen_operand(
     if len(producers) == 1 and buffer in _allocated(func):
         consumers = sch.get_consumers(producers[0])
         if len(consumers) == 1 and sch.get(consumers[0]).name_hint == stage:
-            return retype_buffer(func, buffer, dtype), buffer, False
+            return retype_buffer(func, buffer, dtype), buffer, None
     index = reads.index(buffer)
-    if _reindexed_size(sch.get(block), index) < _size(sch.get(block).reads[index].source.shape):
-        copy = sch.reindex(block, ("read", index))
+    whole = math.prod(int(d) for d in sch.get(block).reads[index].source.shape)
+    if _reindexed_size(sch.get(block), index) < whole:
+        copy = sch.reindex(block, ("read", index))  # its block: X_reindex_reindex
     else:
         copy = sch.cache_read(block, index, "global")
     name = str(sch.get(copy).writes[0].source.name)
-    return retype_buffer(sch.mod["main"], name, dtype), name, True
-
-
-def _writer(func: tirx.PrimFunc, buffer: str) -> str:
-    """The name of the root-level block of ``func`` that writes ``buffer``."""
-    sch = s_tir.Schedule(func)
-    blocks = (sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root")))
-    return next(str(b.name_hint) for b in blocks if b.writes[0].source.name == buffer)
-
-
-def _size(shape: Any) -> int:
-    out = 1
-    for d in shape:
-        out *= int(d)
-    return out
+    return retype_buffer(sch.mod["main"], name, dtype), name, str(sch.get(copy).name_hint)
 
 
 def _reindexed_size(block: Any, index: int) -> int:
@@ -129,7 +118,7 @@ def _reindexed_size(block: Any, index: int) -> int:
     block iterators its indices use (a strided 1 × 1 convolution's ``X[n, 2h, 2w, ci]``: the
     ``h × w × ci`` elements it reads, where a copy of the buffer holds 4× as many)."""
     used = {v.name for rng in block.reads[index].region for v in undefined_vars(rng.min)}
-    return _size(int(iv.dom.extent) for iv in block.iter_vars if iv.var.name in used)
+    return math.prod(int(iv.dom.extent) for iv in block.iter_vars if iv.var.name in used)
 
 
 class WidenOperand(Rule):
@@ -168,7 +157,7 @@ class WidenOperand(Rule):
         st.applied.append(self.name)
         match = ctx.matches[stage]
         dtype = str(match.intrinsic.a_storage_dtype)
-        func, name, copied = widen_operand(ctx.template.func, stage, match.a.buffer, dtype)
+        func, name, writer = widen_operand(ctx.template.func, stage, match.a.buffer, dtype)
         ctx.template.func = func
 
         fresh = ComputeDAG(func, ctx.dag.outputs).stage(stage)
@@ -184,8 +173,7 @@ class WidenOperand(Rule):
             mac=None if mac is None else replace(mac, a=wide(mac.a)),
         )
         ctx.matches[stage] = replace(match, stage=st.stage, a=wide(match.a))
-        if copied:
-            writer = _writer(func, name)  # reindex's block is named X_reindex_reindex
+        if writer is not None:  # a new copy
             if set(intrinsic_padding(match)) & set(a.axes):
                 # PadToIntrinsic copies A again, padded: it inlines this copy into its own
                 st.extra[WIDENED_COPY] = (name, writer)

@@ -83,7 +83,7 @@ def test_materialized_operand_is_retyped_in_place() -> None:
     func = te.create_prim_func(ops.c2d(1, 8, 8, 16, 16, 3, 3, 1, 1, 1))
     before = _blocks(func)
     out, name, copied = widen_operand(func, "Y", "Xp", "int16")
-    assert (name, copied) == ("Xp", False)
+    assert (name, copied) == ("Xp", None)
     assert _blocks(out) == {**before, "Xp": "int16"}
 
 
