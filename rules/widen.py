@@ -124,7 +124,7 @@ def _reindexed_size(block: Any, index: int) -> int:
 class WidenOperand(Rule):
     """Condition: a stage mapped onto an intrinsic whose :attr:`a_storage_dtype` differs from
     the dtype the stage reads A in, not yet widened, and (where the stage needs padding to
-    the intrinsic) one TVM can pad.
+    the intrinsic) one TVM can pad once A is widened.
 
     Apply: :func:`widen_operand` on the template's function; the stage's accesses and match
     read the wider A; a new copy is scheduled as a materialised operand (fused outer loops
@@ -191,14 +191,19 @@ class WidenOperand(Rule):
 
 
 def _paddable(ctx: RuleContext, stage: str) -> bool:
-    """Whether the stage needs no padding to its intrinsic or TVM can pad it (where it
-    cannot, the stage leaves the intrinsic or is an error: :class:`~.pad.PadToIntrinsic`)."""
-    pad = intrinsic_padding(ctx.matches[stage])
+    """Whether the stage needs no padding to its intrinsic or TVM can pad it once A is
+    widened (where it cannot, the stage leaves the intrinsic or is an error:
+    :class:`~.pad.PadToIntrinsic`). Judged on the widened function: a reindexed copy of A
+    has plain indices that ``pad_einsum`` can pad where the strided original has not."""
+    match = ctx.matches[stage]
+    pad = intrinsic_padding(match)
     if not pad:
         return True
     multiples = [pad.get(ax.name, 1) for ax in ctx.states[stage].stage.axes]
+    dtype = str(match.intrinsic.a_storage_dtype)
+    func, _, _ = widen_operand(ctx.template.func, stage, match.a.buffer, dtype)
     try:
-        padded_scratch(ctx.template.func, stage, multiples)
+        padded_scratch(func, stage, multiples)
     except s_tir.schedule.ScheduleError:
         return False
     return True

@@ -162,13 +162,19 @@ needs_avx512bw = pytest.mark.skipif("avx512bw" not in cpu_flags(), reason="needs
             marks=needs_avx2,
         ),
         pytest.param(
+            ops.c2d(1, 14, 14, 33, 16, 1, 1, 2, 0, 1),
+            AVX2,
+            "c2d 1x1 stride 2, odd CI (strided copy, padded)",
+            marks=needs_avx2,
+        ),
+        pytest.param(
             ops.gemm(8, 48, 30),
             "dlboost -general -mcpu=skylake-avx512",
             "gemm 8x48x30 on AVX-512BW",
             marks=needs_avx512bw,
         ),
     ],
-    ids=["gemm-odd-k", "c2d", "c3d-strided", "gemm-avx512bw"],
+    ids=["gemm-odd-k", "c2d", "c3d-strided", "c2d-strided-odd-ci", "gemm-avx512bw"],
 )
 def test_widened_kernels_are_exact(tmp_path: Path, compute, target: str, shape: str) -> None:
     """A real tune on this CPU, then the extreme operands (u8 255 by s8 -128, where the
