@@ -175,6 +175,8 @@ class Table:
         machine: format strings naming the machine of a CSV row; the first that applies is used.
         date: format strings of a row's date; the first that applies is used (none: the
             machine's text already has it).
+        before: a committed CSV the rows are joined with case by case
+            (:func:`joined_with_before`, in place of ``rows``); linked beside the sources.
     """
 
     name: str
@@ -186,6 +188,7 @@ class Table:
     summary: Callable[[list[Row]], list[Row]] | None = None
     machine: tuple[str, ...] = ("{cpu_model} ({cpu_signature})", "{cpu_model}", "{cpu}")
     date: tuple[str, ...] = ("{date:.10}", "{measured:.10}")
+    before: str | None = None
 
     def paths(self) -> list[Path]:
         out: list[Path] = []
@@ -239,6 +242,8 @@ def render(table: Table, doc: Path) -> str:
         raw = [r for r in read_csv(path) if table.where is None or table.where(r)]
         machines += [_first(table.machine, r) for r in raw]
         dates += [_first(table.date, r) for r in raw]
+        if table.before:
+            raw = joined_with_before(table.before)(raw)
         rows += table.rows(raw) if table.rows else raw
     if table.summary:
         rows += [r | {"_summary": True} for r in table.summary(rows)]
@@ -255,10 +260,13 @@ def render(table: Table, doc: Path) -> str:
         "|" + "---|" * len(table.columns),
         *("| " + " | ".join(c) + " |" for c in cells),
     ]
-    links = ", ".join(
-        f"[`{p.relative_to(RESULTS)}`]({Path(os.path.relpath(p, doc.parent)).as_posix()})"
-        for p in paths
-    )
+
+    def link(p: Path) -> str:
+        return f"[`{p.relative_to(RESULTS)}`]({Path(os.path.relpath(p, doc.parent)).as_posix()})"
+
+    links = ", ".join(link(p) for p in paths)
+    if table.before:
+        links += f", joined with {link(RESULTS / table.before)}"
     where = "; ".join(_machine(m) for m in _distinct(machines)) or "machine not recorded"
     when = [", ".join(_distinct(dates)) or "date not recorded"] if table.date else []
     source = " · ".join([f"Source: {links}", where, *when, f"reproduce: `{table.command}`"])
@@ -1525,7 +1533,7 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --cases D1,C1D4,G4,C1D1,C3D1,G1,C3D5,C3D3 --trials 64 "
             "--batch 16 --no-equal-wall  (then --cases T4,B1,T2,T6,C2D6,C3D2,C2D2,B3, the same "
             "options, into the same CSV)",
-            rows=joined_with_before(FAIR_VNNI_ZEN4_DEC_CSV),
+            before=FAIR_VNNI_ZEN4_DEC_CSV,
             summary=SUITE64_GEOMEANS,
         ),
         Table(  # ... on a Zen 5, 2026-12-01
@@ -1774,10 +1782,8 @@ TABLES: dict[str, Table] = {
             "suite-fair-general-zen3-widen-a-vs-before",
             (FAIR_GENERAL_ZEN3_WIDEN_A_CSV,),
             WIDEN_A_FAIR_COLUMNS,
-            "python benchmarks/suite.py --table --quick  (before: "
-            + FAIR_GENERAL_ZEN3_DEC_CSV
-            + ", the table below)",
-            rows=joined_with_before(FAIR_GENERAL_ZEN3_DEC_CSV),
+            "python benchmarks/suite.py --table --quick  (before: the table below)",
+            before=FAIR_GENERAL_ZEN3_DEC_CSV,
             summary=WIDEN_A_FAIR_GEOMEANS,
         ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
@@ -1793,17 +1799,16 @@ TABLES: dict[str, Table] = {
             (FAIR_GENERAL_ZEN2_CSV,),
             WIDEN_A_FAIR_COLUMNS,
             "python benchmarks/suite.py --quick --redo C2D4,C2D6,C3D2,C3D4,C3D6,D4,D6  (before: "
-            + FAIR_GENERAL_ZEN2_FULL_COPY_CSV
-            + ", the same rows of the first run)",
-            rows=joined_with_before(FAIR_GENERAL_ZEN2_FULL_COPY_CSV),
+            "the same rows of the first run)",
+            before=FAIR_GENERAL_ZEN2_FULL_COPY_CSV,
             summary=WIDEN_A_FAIR_GEOMEANS,
         ),
         Table(  # ... and case by case against the Zen 3 table of 2026-12-02
             "suite-fair-general-zen2-vs-zen3",
             (FAIR_GENERAL_ZEN2_CSV,),
             ZEN2_VS_ZEN3_COLUMNS,
-            "python benchmarks/suite.py --quick  (Zen 3: " + FAIR_GENERAL_ZEN3_WIDEN_A_CSV + ")",
-            rows=joined_with_before(FAIR_GENERAL_ZEN3_WIDEN_A_CSV),
+            "python benchmarks/suite.py --quick  (Zen 3: the table below)",
+            before=FAIR_GENERAL_ZEN3_WIDEN_A_CSV,
             summary=ZEN2_VS_ZEN3_GEOMEANS,
         ),
         # ---- llvm
