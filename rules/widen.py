@@ -80,15 +80,14 @@ def _allocated(func: tirx.PrimFunc) -> dict[str, Any]:
 
 def widen_operand(
     func: tirx.PrimFunc, stage: str, buffer: str, dtype: str
-) -> tuple[tirx.PrimFunc, str, bool]:
+) -> tuple[tirx.PrimFunc, str, str | None]:
     """``func`` with block ``stage`` reading operand ``buffer`` in ``dtype``:
-    ``(func, name of the buffer it now reads, name of the block writing that new copy or None
-    where there is none)``. A buffer written
-    by one block and read by ``stage`` alone is retyped in place; any other (a parameter, an
-    operand other blocks read) is copied and the copy retyped: the elements ``stage`` reads,
-    indexed by its iterators (``reindex``), where that is fewer than the buffer holds (a
-    strided 1 × 1 convolution reads a quarter of a 2-D input, an eighth of a 3-D one), else
-    the buffer (``cache_read``).
+    ``(func, name of the buffer it now reads, name of the block writing it where that is a
+    new copy, else None)``. A buffer written by one block and read by ``stage`` alone is
+    retyped in place; any other (a parameter, an operand other blocks read) is copied and the
+    copy retyped: the elements ``stage`` reads, indexed by its iterators (``reindex``), where
+    that is fewer than the buffer holds (a strided 1 × 1 convolution reads a quarter of a 2-D
+    input, an eighth of a 3-D one), else the buffer (``cache_read``).
 
     Raises:
         ValueError: ``stage`` does not read ``buffer``.
