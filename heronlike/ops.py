@@ -309,7 +309,9 @@ def t2d(
     (stride 1) over ``Xd``, the input with ``stride - 1`` zeros between elements and
     ``dilation*(K-1) - pad`` zeros around it (one data-movement stage), with the kernel flipped:
     ``Y[n, oh, ow, co] = sum_{rh, rw, ci} Xd[n, oh + rh*d, ow + rw*d, ci] *
-    Wt[co, KH-1-rh, KW-1-rw, ci]``.
+    Wt[co, KH-1-rh, KW-1-rw, ci]``. Where ``Xd`` would equal ``X`` (stride 1, no zeros around:
+    ``pad = dilation*(K-1)``, no output padding, e.g. a 1 × 1 kernel without padding), the
+    product reads ``X`` itself: no data-movement stage.
 
     Returns ``[X (N, H, W, CI), Wt (CO, KH, KW, CI), Y (N, HO, WO, CO)]`` with
     ``HO = (H-1)*stride - 2*pad + dilation*(KH-1) + output_padding + 1`` (``WO`` alike);
@@ -356,7 +358,11 @@ def t2d(
             tirx.all(*conds), X[n, src[0], src[1], ci_], tirx.const(0, X.dtype)
         )
 
-    Xd = te.compute((N, HO + dilation * (KH - 1), WO + dilation * (KW - 1), CI), dilate, name="Xd")
+    xd_shape = (N, HO + dilation * (KH - 1), WO + dilation * (KW - 1), CI)
+    if stride == 1 and lead == (0, 0) and xd_shape == (N, H, W, CI):
+        Xd = X  # nothing inserted, nothing around: a copy of X would only cost a pass over it
+    else:
+        Xd = te.compute(xd_shape, dilate, name="Xd")
     rh = te.reduce_axis((0, KH), name="rh")
     rw = te.reduce_axis((0, KW), name="rw")
     ci = te.reduce_axis((0, CI), name="ci")

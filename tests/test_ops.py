@@ -97,6 +97,21 @@ def test_t2d_stride2_dilation2(tmp_path):
     _tune_and_check(compute, lambda x, w: t2d_ref(x, w, stride, pad, dilation, outpad), tmp_path)
 
 
+@pytest.mark.parametrize("kernel, pad", [(1, 0), (3, 2)])
+def test_t2d_without_inserted_or_surrounding_zeros_reads_x(kernel, pad, tmp_path):
+    """Stride 1 with pad = dilation*(K-1): the dilated input would equal X, so the product reads
+    X itself (no copy of X per call: T2's 1 × 1 ran 10 % behind C2D2's same product with it)."""
+    from heronlike.dag import ComputeDAG
+
+    compute = ops.t2d(1, 6, 7, 16, 32, kernel, kernel, 1, pad)
+    assert [s.name for s in ComputeDAG.from_compute(compute).stages] == ["Y"]
+    _tune_and_check(compute, lambda x, w: t2d_ref(x, w, 1, pad, 1, 0), tmp_path)
+    # one zero around (pad 1 of a 3 x 3) still needs the padded copy
+    assert "Xd" in [
+        s.name for s in ComputeDAG.from_compute(ops.t2d(1, 6, 7, 16, 32, 3, 3, 1, 1)).stages
+    ]
+
+
 @pytest.mark.parametrize("shape", SUBPIXEL_SHAPES)
 def test_t2d_subpixel_form_skips_the_inserted_zeros(shape, tmp_path):
     """KH, KW <= stride: one product per input pixel and tap (no multiplication by an
