@@ -1226,6 +1226,8 @@ FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
 FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 #: ... and on a Zen 4 again (2026-12-02), timed by 5 processes of 9 samples
 FAIR_VNNI_ZEN4_DEC_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv"
+#: ... and on a Zen 5 again (2026-12-04), with the code of 2026-12-03 (timed like the Zen 4's)
+FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: ... and on a Zen 5 (2026-12-01), with the boundary version of the padding guards
 FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
@@ -1518,6 +1520,13 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --cases G1,C1D5,C3D3,C3D5,D5 --trials 64 --batch 16 "
             "--no-metaschedule --no-equal-wall",
             summary=geomean("case", "geomean", ("speedup_vs_pytorch",)),
+        ),
+        Table(  # ... on a Zen 5, 2026-12-04, beside each column's fastest process
+            "suite-fair-vnni-zen5-2026-12-04",
+            (FAIR_VNNI_ZEN5_DEC4_CSV,),
+            FAIR_VNNI_FASTEST_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=FAIR_VNNI_FASTEST_GEOMEANS,
         ),
         Table(  # ... on a Zen 4, 2026-12-02, beside each column's fastest process
             "suite-fair-vnni-zen4-2026-12-02",
