@@ -100,7 +100,7 @@ def test_t2d_stride2_dilation2(tmp_path):
 @pytest.mark.parametrize("kernel, pad", [(1, 0), (3, 2)])
 def test_t2d_without_inserted_or_surrounding_zeros_reads_x(kernel, pad, tmp_path):
     """Stride 1 with pad = dilation*(K-1): the dilated input would equal X, so the product reads
-    X itself (no copy of X per call: T2's 1 × 1 ran 10 % behind C2D2's same product with it)."""
+    X itself (no copy of X per call: T2's 1 × 1 ran 9 % behind C2D2's same product with it)."""
     from heronlike.dag import ComputeDAG
 
     compute = ops.t2d(1, 6, 7, 16, 32, kernel, kernel, 1, pad)
