@@ -33,6 +33,10 @@ The table also gives the clock (:func:`measure_clock_hz`) and each kernel's inst
 cycle per core, which no core takes above its count of FMA / VNNI ports (2 on Zen 3 and 4 and on
 Intel cores since Haswell).
 
+The **parallel launch** (:func:`measure_parallel_launch`) is what TVM's thread pool takes to
+start and join the threads of one parallel kernel: a kernel of a few microseconds pays it on
+top of its compute floor.
+
 The **memory floor** (:func:`measure_memory_floor`) is the other side of a roofline: the time
 this machine takes only to read a kernel's inputs once and write its outputs once (wide vector
 loads and stores, nothing computed), repeated on the same buffers as the kernel is when it is
@@ -577,6 +581,44 @@ def measure_peaks(
     return rows
 
 
+def measure_parallel_launch(threads: int, calls: int = 2000, repeats: int = 10) -> float:
+    """Seconds per call of a TVM kernel whose only work is a parallel loop of ``threads``
+    empty-ish tasks (one 64-byte vector add each), on TVM's CPU thread pool of ``threads``
+    threads in this process: the fork and join every parallel kernel pays on top of its work,
+    and so the least any parallel kernel takes. The median of ``repeats`` means of ``calls``
+    calls (``time_evaluator``).
+
+    A kernel whose compute floor (operations / peak) is ``c`` seconds can then reach at most
+    ``c / (c + launch)`` of the peak: 90 % needs ``c >= 9 × launch``. The cost depends on where
+    the hypervisor runs the pool's threads and holds for a whole process (on 2 vCPUs of a
+    Zen 5 VM, 2026-12-04: about 0.65 µs in most processes, 1.5-1.9 µs in some), so a caller
+    measures it in several fresh processes (``benchmarks/suite.py``).
+
+    Raises:
+        ValueError: ``threads`` < 1.
+    """
+    import numpy as np
+    import tvm
+    from tvm import s_tir, te
+
+    from heronlike.host import use_cpu_threads
+
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    use_cpu_threads(threads)
+    a = te.placeholder((threads, 16), "int32", name="A")
+    b = te.compute((threads, 16), lambda i, j: a[i, j] + 1, name="B")
+    sch = s_tir.Schedule(te.create_prim_func([a, b]))
+    i, j = sch.get_loops(sch.get_sblock("B"))
+    sch.parallel(i)
+    sch.vectorize(j)
+    lib = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "llvm"}))
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(np.zeros((threads, 16), "int32"), dev) for _ in range(2)]
+    timer = lib.mod.time_evaluator("main", dev, number=calls, repeat=repeats)
+    return float(statistics.median(timer(*args).results))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="*", default=None)
@@ -598,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not rows:
         print("no supported kernel on this CPU", file=sys.stderr)
+    for t in sorted({int(r["threads"]) for r in rows} - {1}):
+        launch = measure_parallel_launch(t)
+        print(f"parallel launch and join (TVM thread pool) {t:3d} threads  {launch * 1e6:.2f} µs")
     for t in sorted({1, *(int(r["threads"]) for r in rows)}):
         for size in FLOOR_SIZES:
             read, write = (size / measure_memory_floor(*b, t) / 1e9 for b in ((size, 0), (0, size)))

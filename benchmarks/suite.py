@@ -59,15 +59,22 @@ seconds since the tune call, best tuning-time latency) and its trials one by one
 measured them (``*_trial_ms``: heronlike's records in trial-index order, MetaSchedule's database
 in commit order; empty = a failed trial): the trials until its best reached 95% of its own final
 best (counted one by one, both tuners alike), the seconds until the batch holding that trial
-was measured. **Equal wall time** (``eq_wall_s``) is MetaSchedule's search time, the longer
-one: heronlike's tune is continued on a copy of its records until its own search seconds reach
-it (``--no-equal-wall`` skips this), and that kernel is timed by the harness beside the others
-(``heronlike_eq_wall_ms``, ``speedup_vs_ms_at_eq_wall``); ``ms_best_at_heronlike_s_ms`` is
-MetaSchedule's tuning-time best within heronlike's search time (empty: none by then).
+was measured. Since a tuner whose best stops improving early reads few trials there, the
+rows also count both tuners against **one target**, 95 % of the better of the two final bests
+(``target_95_ms``): the trials and seconds until each first reached it (``*_to_target``;
+empty: not within its budget). **Equal wall time** (``eq_wall_s``) is MetaSchedule's search
+time, the longer one: heronlike's tune is continued on a copy of its records until its own
+search seconds reach it (``--no-equal-wall`` skips this), and that kernel is timed by the
+harness beside the others (``heronlike_eq_wall_ms``, ``speedup_vs_ms_at_eq_wall``);
+``ms_best_at_heronlike_s_ms`` is MetaSchedule's tuning-time best within heronlike's search time
+(empty: none by then).
 
 **% of peak**: of the compute peak measured on this machine by :func:`benchmarks.peak.
 measure_peaks` on all cores, the VNNI ``vpdpbusd`` kernel in VNNI mode, the fp32 FMA kernel
-(AVX-512, else AVX2) in the general mode.
+(AVX-512, else AVX2) in the general mode. Beside it, TVM's parallel launch and join
+(:func:`time_launch`, ``launch_us``) and the most of the peak a kernel of one parallel region
+can reach after paying it, ``launch_ceiling_pct`` = compute floor / (compute floor + launch):
+below 90 % for a kernel whose compute floor is under nine launches.
 
 **Budget**: ``--trials`` per tuner in batches of ``--batch`` (heronlike's batch = MetaSchedule's
 round); ``--time-limit`` caps each tuner's search time per case (once spent, neither starts a new
@@ -98,6 +105,7 @@ import csv
 import math
 import os
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -467,13 +475,50 @@ def trials_to_converge(latencies: Sequence[float | None]) -> int | None:
     return next(i for i, lat in enumerate(latencies, 1) if lat and final / lat >= CONVERGED)
 
 
+def trials_to_target(latencies: Sequence[float | None], target_s: float) -> int | None:
+    """The first trial (1-based, in the order measured) whose latency is at most ``target_s``
+    seconds; ``None`` when none is (failed trials, ``None``, never are)."""
+    return next((i for i, lat in enumerate(latencies, 1) if lat and lat <= target_s), None)
+
+
+def seconds_to_target(
+    curve: Sequence[tuple[int, float, float | None]], target_s: float
+) -> float | None:
+    """The seconds of a curve's first point whose best latency is at most ``target_s``
+    seconds; ``None`` when no point's is."""
+    return next((s for _, s, lat in curve if lat and lat <= target_s), None)
+
+
+def add_target_columns(row: dict[str, Any]) -> None:
+    """One target for both tuners: ``target_95_ms``, the latency at :data:`CONVERGED` of the
+    better of their final tuning-time bests (best / 0.95), and for each tuner the trials
+    (``*_trials_to_target``, counted from ``*_trial_ms``) and seconds (``*_s_to_target``, from
+    ``*_curve``, at batch resolution) until it first reached it, empty when it did not within
+    its budget. Left unset unless both tuners have trials. Derived only from the row's own
+    columns, so a row of an older CSV gets them without measuring anything.
+
+    Why beside each tuner's own 95 %: that one rewards a tuner whose best stops improving
+    early (its own final best is then reached at once), this one asks how soon each had a
+    kernel as good as the best either found.
+    """
+    lats = {who: parse_trials(row.get(f"{who}_trial_ms")) for who in ("heronlike", "ms")}
+    finals = [min((x for x in v if x), default=None) for v in lats.values()]
+    if None in finals:
+        return
+    target = min(finals) / CONVERGED  # type: ignore[type-var]
+    row["target_95_ms"] = target * 1e3
+    for who, latencies in lats.items():
+        row[f"{who}_trials_to_target"] = trials_to_target(latencies, target)
+        curve = parse_curve(str(row.get(f"{who}_curve") or ""))
+        row[f"{who}_s_to_target"] = seconds_to_target(curve, target)
+
+
 def trial_latencies(case_dir: Path) -> dict[str, list[float | None]]:
     """Each tuner's trials of one case in the order it measured them, as tuning-time latencies
     (seconds; ``None`` for a failed trial): ``"heronlike"`` from its records (trial-index
     order), ``"ms"`` from MetaSchedule's JSON database (commit order, median of its run
     seconds). A tuner whose files are missing is left out."""
     import json
-    import statistics
 
     import heronlike
     from benchmarks.metaschedule import FAILED_RUN_SECS
@@ -782,7 +827,6 @@ def time_tvm_kernels(
     their samples in the same turns (:func:`_tvm_kernels_worker`), and the result has a
     ``"pytorch"`` entry: the fastest path's median over all its samples, and a text naming
     it, the others' medians and the paths that failed."""
-    import statistics
 
     import numpy as np
 
@@ -1269,6 +1313,44 @@ def time_memory_floor(read_bytes: int, write_bytes: int, threads: int) -> float 
         return None
 
 
+def _launch_worker(threads: int) -> float:
+    """Harness worker: :func:`benchmarks.peak.measure_parallel_launch` on ``threads`` threads."""
+    from benchmarks.peak import measure_parallel_launch
+
+    return measure_parallel_launch(threads)
+
+
+def time_launch(threads: int, processes: int = HARNESS_ROUNDS) -> tuple[float, float] | None:
+    """TVM's parallel launch and join on ``threads`` threads, in microseconds, measured in
+    ``processes`` fresh harness processes (it holds for a whole process, and differs between
+    them): ``(fastest process, median process)``; ``None`` when it could not be measured.
+
+    Every tuned kernel of a case pays it once per call (one parallel region), so a row's
+    ``launch_ceiling_pct`` (:func:`set_roofline`) is the most of the peak its compute floor
+    leaves room for, with the fastest process's launch (the bound least in the kernel's way).
+    """
+    from heronlike.measure import run_in_subprocess
+    from heronlike.measure.runner import WORKER_BLOCKED_MODULES
+
+    got = []
+    for _ in range(processes):
+        try:
+            got.append(
+                run_in_subprocess(
+                    _worker("_launch_worker"),
+                    threads,
+                    timeout_s=120,
+                    num_threads=threads,
+                    blocked=WORKER_BLOCKED_MODULES,
+                )
+                * 1e6
+            )
+        except Exception as err:  # noqa: BLE001 - a figure left empty, not a lost case
+            print(f"parallel launch not measured: {_short(err)}", flush=True)
+            return None
+    return min(got), statistics.median(got)
+
+
 def add_memory_floor(row: dict[str, Any], read_bytes: int, write_bytes: int, note: str) -> None:
     """The row's measured memory floor (:func:`time_memory_floor`) and the roofline figures
     derived from it (:func:`set_roofline`)."""
@@ -1289,6 +1371,10 @@ def set_roofline(row: dict[str, Any]) -> None:
     bounds = [(v, k) for v, k in ((compute, "compute"), (floor, "memory")) if v]
     roof, row["bound"] = max(bounds) if bounds else (None, None)
     row["roofline_ms"] = roof
+    launch = row.get("launch_us")
+    row["launch_ceiling_pct"] = (
+        100.0 * compute / (compute + float(launch) * 1e-3) if compute and launch else None
+    )
     for who in ("heronlike", "ms", "pytorch", "numpy"):
         row[f"{who}_pct_roofline"] = _ratio(100.0 * roof, row.get(f"{who}_ms")) if roof else None
 
@@ -1344,7 +1430,16 @@ def run_per_case(
     return rows, path
 
 
-def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) -> dict[str, Any]:
+def run_case(
+    spec: str,
+    args,
+    mode: Mode,
+    tgt,
+    worker,
+    peak,
+    work_root: Path,
+    launch_us: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """Every measurement of one case, as one CSV row (work files in a fresh folder)."""
     import numpy as np
 
@@ -1378,6 +1473,8 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
         "threads": tgt.cores,  # every tuner and every timing of the case runs on this many
         "peak_kernel": peak[0] or peak[2],
         "peak_gops": peak[1] / 1e9 if peak[1] else None,
+        "launch_us": launch_us[0] if launch_us else None,
+        "launch_us_median": launch_us[1] if launch_us else None,
         "timing": f"harness: fresh process, {tgt.cores} threads, 3 warm-up calls, median of "
         f"{HARNESS_SAMPLES} samples >= 10 ms; tuned kernels: samples in turn, in "
         f"{rounds} such processes, the median of all samples; PyTorch: median of "
@@ -1467,6 +1564,7 @@ def run_case(spec: str, args, mode: Mode, tgt, worker, peak, work_root: Path) ->
     derive(row, flop, peak[1])
     add_memory_floor(row, *dag_bytes(dag), "measured with the case")
     add_trial_columns(row, case_dir)
+    add_target_columns(row)
     row["case_s"] = time.perf_counter() - t_case
     print(f"[{name}] {_summary(row)}", flush=True)
     return row
@@ -1547,11 +1645,13 @@ COLUMNS = (
     "heronlike_pct_peak_fastest_process", "ms_pct_peak_fastest_process",
     "pytorch_pct_peak_fastest_process",
     "bytes_read", "bytes_written", "memory_floor_ms", "memory_floor_note", "compute_floor_ms",
-    "roofline_ms", "bound",
+    "roofline_ms", "bound", "launch_us", "launch_us_median", "launch_ceiling_pct",
     "heronlike_pct_roofline", "ms_pct_roofline", "pytorch_pct_roofline", "numpy_pct_roofline",
     "heronlike_tuning_best_ms", "ms_tuning_best_ms",
     "heronlike_search_s", "ms_search_s",
     "heronlike_trials_to_95", "ms_trials_to_95", "heronlike_s_to_95", "ms_s_to_95",
+    "target_95_ms", "heronlike_trials_to_target", "ms_trials_to_target",
+    "heronlike_s_to_target", "ms_s_to_target",
     "eq_wall_s", "heronlike_eq_wall_ms", "speedup_vs_ms_at_eq_wall", "heronlike_eq_wall_trials",
     "heronlike_eq_wall_search_s", "heronlike_eq_wall_tuning_best_ms", "heronlike_eq_wall_vnni",
     "heronlike_eq_wall_correct", "heronlike_eq_wall_status", "ms_best_at_heronlike_s_ms",
@@ -1999,6 +2099,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         add_trial_columns(row, paths["work"] / _dirname(str(row["case"])))
     if any(r.get("heronlike_trial_ms") or r.get("ms_trial_ms") for r in old):
         write_csv(rows, csv_path)
+    untargeted = [r for r in rows if r.get("target_95_ms") in (None, "")]
+    for row in untargeted:  # a CSV written before the one-target columns: derive them
+        add_target_columns(row)
+    if any(r.get("target_95_ms") not in (None, "") for r in untargeted):
+        write_csv(rows, csv_path)
     unfloored = [
         r for r in rows if r.get("gop") and r.get("heronlike_ms") and not r.get("memory_floor_ms")
     ]
@@ -2035,6 +2140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             else peak[2],
             flush=True,
         )
+    launch = time_launch(tgt.cores) if todo else None
+    if launch:
+        print(
+            f"parallel launch and join: {launch[0]:.2f} µs in the fastest of {HARNESS_ROUNDS} "
+            f"processes, {launch[1]:.2f} µs in the median one",
+            flush=True,
+        )
     worker = (
         None
         if args.no_metaschedule or not todo
@@ -2043,7 +2155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for spec in todo:
             try:
-                row = run_case(spec, args, mode, tgt, worker, peak, paths["work"])
+                row = run_case(spec, args, mode, tgt, worker, peak, paths["work"], launch)
             except Exception as err:  # noqa: BLE001 - a crashed case is a row saying so
                 bad = f"error: {_short(err)}"
                 row = {"case": parse_case(spec)[0], "heronlike_status": bad, "ms_status": bad}

@@ -9,6 +9,7 @@ issue at its measured clock.
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
@@ -177,6 +178,18 @@ def test_measures_only_the_kernels_asked_for() -> None:
     assert [r["kernel"] for r in rows] == [here[0]]
     with pytest.raises(ValueError, match="unknown peak kernels"):
         peak.measure_peaks(threads=[1], kernels=["vpdpbusd_zmm"])
+
+
+def test_parallel_launch_is_measured_and_one_thread_forks_nothing() -> None:
+    """The fork and join of TVM's pool: positive and well under a millisecond on 2 threads,
+    and on 1 thread (the loop runs inline, nothing to wake) far below it."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: no second thread to launch")
+    two = peak.measure_parallel_launch(2, calls=500, repeats=3)
+    one = peak.measure_parallel_launch(1, calls=500, repeats=3)
+    assert 0 < one < two < 1e-3
+    with pytest.raises(ValueError, match="threads must be"):
+        peak.measure_parallel_launch(0)
 
 
 def test_measured_peak_is_physically_possible() -> None:

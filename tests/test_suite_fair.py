@@ -144,6 +144,40 @@ def test_trials_to_95_counts_trials_one_by_one() -> None:
     assert back[0] is None and back[1:] == pytest.approx(lats[1:])
 
 
+def test_one_target_for_both_tuners() -> None:
+    """``target_95_ms`` is 95 % of the better final best; each tuner's trials and seconds until
+    it first reached it, empty for the one that never did; own-best counts stay as they were."""
+    row = {
+        # heronlike: 2.0, 1.0 (its best) ... MetaSchedule: a flat curve, best 1.5 at trial 1
+        "heronlike_trial_ms": suite.trials_text([2e-3, None, 1.04e-3, 1e-3]),
+        "ms_trial_ms": suite.trials_text([1.5e-3, 1.6e-3, None, 1.5e-3]),
+        "heronlike_curve": suite.curve_text([(2, 3.0, 2e-3), (4, 6.0, 1e-3)]),
+        "ms_curve": suite.curve_text([(2, 9.0, 1.5e-3), (4, 20.0, 1.5e-3)]),
+    }
+    suite.add_target_columns(row)
+    assert row["target_95_ms"] == pytest.approx(1.0 / 0.95)
+    assert row["heronlike_trials_to_target"] == 3  # 1.04 <= 1.0526
+    assert row["heronlike_s_to_target"] == 6.0  # the batch holding trial 3
+    assert row["ms_trials_to_target"] is None and row["ms_s_to_target"] is None
+    # by its own final best MetaSchedule converged at once, heronlike at trial 3
+    assert suite.trials_to_converge(suite.parse_trials(row["ms_trial_ms"])) == 1
+    assert suite.trials_to_converge(suite.parse_trials(row["heronlike_trial_ms"])) == 3
+    one_sided = {"heronlike_trial_ms": row["heronlike_trial_ms"], "ms_trial_ms": ""}
+    suite.add_target_columns(one_sided)  # no MetaSchedule trials: nothing to compare
+    assert "target_95_ms" not in one_sided
+
+
+def test_launch_ceiling_is_the_compute_floor_over_it_plus_the_launch() -> None:
+    """6 µs of compute and a 0.65-µs launch leave room for 6 / 6.65 = 90.2 % of the peak."""
+    row = {"gop": 0.012, "peak_gops": 2000.0, "memory_floor_ms": 0.001, "launch_us": 0.65}
+    suite.set_roofline(row)
+    assert row["compute_floor_ms"] == pytest.approx(0.006)
+    assert row["launch_ceiling_pct"] == pytest.approx(100 * 6 / 6.65)
+    row.pop("launch_us")  # not measured (an older CSV): no ceiling
+    suite.set_roofline(row)
+    assert row["launch_ceiling_pct"] is None
+
+
 def test_derive_equal_wall_time() -> None:
     row = {
         "heronlike_ms": 1.0,
@@ -415,7 +449,14 @@ def _check_outputs(
 
 
 def _check_roofline(row: dict[str, str]) -> None:
-    """The roofline columns of a ``gemm:32,32,32`` row (u8 and s8 in, int32 out)."""
+    """The roofline columns of a ``gemm:32,32,32`` row (u8 and s8 in, int32 out), and the
+    parallel launch's ceiling."""
+    assert 0 < float(row["launch_us"]) <= float(row["launch_us_median"]) < 1000
+    if row["peak_gops"]:
+        c = float(row["compute_floor_ms"])
+        assert float(row["launch_ceiling_pct"]) == pytest.approx(
+            100 * c / (c + float(row["launch_us"]) * 1e-3), rel=1e-6
+        )
     assert (int(row["bytes_read"]), int(row["bytes_written"])) == (2 * 32 * 32, 4 * 32 * 32)
     floor, roof = float(row["memory_floor_ms"]), float(row["roofline_ms"])
     assert floor > 0 and row["memory_floor_note"]
@@ -565,6 +606,12 @@ def test_tiny_suite_run_with_metaschedule(tmp_path: Path) -> None:
     lats = suite.parse_trials(row["ms_trial_ms"])  # MetaSchedule's database, commit order
     assert len(lats) == int(row["ms_trials"])
     assert int(row["ms_trials_to_95"]) == suite.trials_to_converge(lats)
+    target = float(row["target_95_ms"]) / 1e3  # 95 % of the better final best
+    h_lats = suite.parse_trials(row["heronlike_trial_ms"])
+    assert min(x for x in h_lats + lats if x) / 0.95 == pytest.approx(target, rel=1e-4)
+    for who, ls in (("heronlike", h_lats), ("ms", lats)):
+        got = row[f"{who}_trials_to_target"]
+        assert (int(got) if got else None) == suite.trials_to_target(ls, target * (1 + 1e-5))
     assert float(row["speedup_vs_ms"]) == pytest.approx(
         float(row["ms_ms"]) / float(row["heronlike_ms"])
     )
