@@ -1107,6 +1107,59 @@ def peak_counts(rows: list[Row]) -> list[Row]:
     return [{"case": "rows at >= 90 % of peak", "shape_run": text}]
 
 
+def _num(row: Row, col: str) -> float | None:
+    v = row.get(col)
+    return float(v) if isinstance(v, int | float) else None
+
+
+def _within_half(row: Row, unit: str, col: str) -> str:
+    """Whether heronlike reached 95 % of the final best (``col``: ``95`` its own, ``target``
+    the better of both tuners') within half of MetaSchedule's ``unit`` (``trials`` or ``s``):
+    ``"met"``, ``"open"`` (MetaSchedule did not reach it within its budget, and heronlike took
+    more than half of that budget, so the ratio is unknown), ``"missed"``, or ``""`` (no
+    figures)."""
+    h, ms = _num(row, f"heronlike_{unit}_to_{col}"), _num(row, f"ms_{unit}_to_{col}")
+    if h is None:
+        return "missed" if _num(row, f"ms_{unit}_to_{col}") is not None else ""
+    if ms is not None:
+        return "met" if h <= ms / 2 else "missed"
+    budget = _num(row, "ms_trials" if unit == "trials" else "ms_search_s")
+    # MetaSchedule needed more than its budget: it took > budget trials (seconds)
+    return "met" if budget is not None and h <= (budget + (unit == "trials")) / 2 else "open"
+
+
+def convergence_counts(rows: list[Row]) -> list[Row]:
+    """A summary row: on how many rows heronlike reached 95 % of the final best within half of
+    MetaSchedule's trials and of its seconds, by each tuner's own final best and by one target
+    for both (95 % of the better final best, the ``*_to_target`` columns)."""
+    rows = [r for r in rows if r.get("heronlike_trial_ms") and r.get("ms_trial_ms")]
+
+    def count(unit: str, col: str) -> str:
+        got = [_within_half(r, unit, col) for r in rows]
+        opened = got.count("open")
+        return f"{got.count('met')}" + (f" (+{opened} open)" if opened else "")
+
+    text = (
+        f"of {len(rows)} rows, heronlike at 95 % within half of MS's trials / seconds: of its own "
+        f"final best {count('trials', '95')} / {count('s', '95')}; of the better final best "
+        f"{count('trials', 'target')} / {count('s', 'target')} (open: MS never reached it, "
+        "heronlike took over half of MS's budget)"
+    )
+    return [{"case": "95 % within half of MS", "shape_run": text}]
+
+
+#: the fair table on VNNI with the one-target convergence columns (suite.py since 2026-12-04)
+FAIR_VNNI_TARGET_COLUMNS = FAIR_VNNI_FASTEST_COLUMNS + (
+    Col(
+        "trials to 95 % of the better best H / MS",
+        lambda r: " / ".join(
+            fmt(f"{{{who}_trials_to_target}}", r) if r.get(f"{who}_trials_to_target") else
+            (f"> {r['ms_trials']}" if who == "ms" and r.get("ms_trials") else "—")
+            for who in ("heronlike", "ms")
+        ) if r.get("target_95_ms") else "",
+    ),
+)  # fmt: skip
+
 FAIR_VNNI_FASTEST_GEOMEANS = both(
     fair_geomeans(
         (
@@ -1524,9 +1577,9 @@ TABLES: dict[str, Table] = {
         Table(  # ... on a Zen 5, 2026-12-04, beside each column's fastest process
             "suite-fair-vnni-zen5-2026-12-04",
             (FAIR_VNNI_ZEN5_DEC4_CSV,),
-            FAIR_VNNI_FASTEST_COLUMNS,
+            FAIR_VNNI_TARGET_COLUMNS,
             FAIR_VNNI_CMD,
-            summary=FAIR_VNNI_FASTEST_GEOMEANS,
+            summary=both(FAIR_VNNI_FASTEST_GEOMEANS, convergence_counts),
         ),
         Table(  # ... on a Zen 4, 2026-12-02, beside each column's fastest process
             "suite-fair-vnni-zen4-2026-12-02",
