@@ -979,6 +979,68 @@ def _tuning_best_pct(row: Row) -> float:
     return 100 * row["gop"] / (row["heronlike_tuning_best_ms"] * 1e-3) / row["peak_gops"]
 
 
+#: ... and the most of the peak a kernel can reach after TVM's parallel launch and join
+LAUNCH_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("compute floor µs", lambda r: _us(r, "compute_floor_ms")),
+    Col(
+        "heronlike µs: harness / fastest process / tuning best",
+        lambda r: (
+            " / ".join(
+                _us(r, c)
+                for c in (
+                    "heronlike_ms",
+                    "heronlike_fastest_process_ms",
+                    "heronlike_tuning_best_ms",
+                )
+            )
+            if "gop" in r
+            else ""
+        ),
+    ),
+    Col(
+        "% of peak: harness / fastest process / tuning best",
+        lambda r: (
+            (
+                f"{r['heronlike_pct_peak']:.0f} / {r['heronlike_pct_peak_fastest_process']:.0f}"
+                f" / {_tuning_best_pct(r):.0f}"
+            )
+            if "gop" in r
+            else ""
+        ),
+    ),
+    Col("% of peak the launch leaves", "{launch_ceiling_pct:.1f}"),
+    Col("PyTorch µs", lambda r: _us(r, "pytorch_ms")),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+)
+
+
+def _us(row: Row, col: str) -> str:
+    """``row[col]`` (milliseconds) in microseconds, one decimal; blank in a summary row."""
+    return f"{row[col] * 1e3:.1f}" if isinstance(row.get(col), int | float) else ""
+
+
+def launch_summary(rows: list[Row]) -> list[Row]:
+    """The launch table's geomean against PyTorch, its rows at >= 90 % of peak (harness,
+    fastest process, tuning best) and the rows whose launch leaves less than 92 %."""
+    rows = [r for r in rows if isinstance(r.get("launch_ceiling_pct"), int | float)]
+    out = geomean("case", "geomean", ("speedup_vs_pytorch",))(rows)[0]
+
+    def count(pct: Callable[[Row], float]) -> int:
+        return sum(pct(r) >= 90 for r in rows)
+
+    cramped = [r["case"] for r in rows if r["launch_ceiling_pct"] < 92]
+    launches = sorted({f"{r['launch_us']:.2f}" for r in rows})
+    out["shape_run"] = (
+        f"rows at >= 90 % of peak: {count(lambda r: r['heronlike_pct_peak'])} of {len(rows)} "
+        f"(fastest process {count(lambda r: r['heronlike_pct_peak_fastest_process'])}, tuning "
+        f"best {count(_tuning_best_pct)}); launch {' and '.join(launches)} µs; the launch leaves "
+        f"under 92 % on {len(cramped)}: {', '.join(cramped)}"
+    )
+    return [out]
+
+
 def budget_summary(rows: list[Row]) -> list[Row]:
     """The 64-trial table's geomean against PyTorch and its rows at or above 90 % of peak."""
     out = geomean("case", "geomean", ("speedup_vs_pytorch",))(rows)[0]
@@ -1281,6 +1343,8 @@ FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 FAIR_VNNI_ZEN4_DEC_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv"
 #: ... and on a Zen 5 again (2026-12-04), with the code of 2026-12-03 (timed like the Zen 4's)
 FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
+#: heronlike alone on the 37 GEMM/conv rows, with TVM's parallel launch measured per run
+PEAK_ROWS_ZEN5_CSV = "suite_peak-rows-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: ... and on a Zen 5 (2026-12-01), with the boundary version of the padding guards
 FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
@@ -1573,6 +1637,14 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --cases G1,C1D5,C3D3,C3D5,D5 --trials 64 --batch 16 "
             "--no-metaschedule --no-equal-wall",
             summary=geomean("case", "geomean", ("speedup_vs_pytorch",)),
+        ),
+        Table(  # heronlike alone on the GEMM/conv rows with the parallel launch's ceiling
+            "suite-peak-rows-zen5-2026-12-04",
+            (PEAK_ROWS_ZEN5_CSV,),
+            LAUNCH_COLUMNS,
+            "python benchmarks/suite.py --trials 16 --batch 8 --no-metaschedule --no-equal-wall "
+            "--cases <the 37 GEMM and convolution cases>",
+            summary=launch_summary,
         ),
         Table(  # ... on a Zen 5, 2026-12-04, beside each column's fastest process
             "suite-fair-vnni-zen5-2026-12-04",
