@@ -14,6 +14,14 @@ the suite), its fastest kept.
     taskset -c 0 python benchmarks/register_tiles.py           # ... on one core
     python benchmarks/register_tiles.py --cases "gemm:512,512,512" --tiles 8x2,4x2 --rounds 3
 
+``--from-records R`` starts from the case's best schedule in the records file ``R`` (a tune's,
+e.g. the suite's ``<case>/heronlike/records.sqlite``) instead: its parallel, reduction, order,
+write-back and unroll knobs kept, only the register tile changed (:func:`tuned_knobs`), to see
+whether a tune's kernel lost to a tile it did not try::
+
+    python benchmarks/register_tiles.py --cases G4 --tiles 4x4,8x2,2x8,16x1,8x1,4x2 \
+        --from-records benchmarks/out/<suite run>/G4/heronlike/records.sqlite
+
 On a CPU without AVX512-VNNI the tiles are of the general mode's exact ``vpmaddwd`` intrinsic
 (AVX2: ``n`` vectors of 8 columns, each call widening its 16 bytes of B to int16 and reading A
 from the kernel's int16 copy), and PyTorch runs its default (FBGEMM/oneDNN on ``vpmaddubsw``).
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -82,6 +91,27 @@ def knobs(
     }
 
 
+#: the stage's knobs a register tile sweep keeps from a tuned schedule (the rest is derived)
+TUNED_KNOBS = re.compile(r"^C\.(v_[ijk]\.(S\d|R\d)|order@S1\.v_[ij]|write_back\.pos|unroll)$")
+
+
+def tuned_knobs(assignment: dict[str, int], m: int, n: int) -> dict[str, int]:
+    """A tuned GEMM schedule (``assignment``, e.g. the best of a records file) with its register
+    tile made ``m × n``: its parallel, reduction, order, write-back and unroll knobs kept, and
+    each spatial axis's cache tile (``S1``) taking what its register tile (``S2``) gives up.
+
+    Raises:
+        ValueError: the schedule's tile of an axis (``S1 × S2``) is not split that way.
+    """
+    out = {k: v for k, v in assignment.items() if TUNED_KNOBS.match(k)}
+    for axis, size in (("v_i", m), ("v_j", n)):
+        tile = out[f"C.{axis}.S1"] * out[f"C.{axis}.S2"]
+        if tile % size:
+            raise ValueError(f"the schedule's {axis} tile {tile} has no register tile of {size}")
+        out[f"C.{axis}.S1"], out[f"C.{axis}.S2"] = tile // size, size
+    return out
+
+
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     case = suite.case_compute(spec, "int8", mode)
     if case.op != "gemm":
@@ -92,10 +122,19 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
         spaces = {sfx: generate_space(case.compute, target + opt) for sfx, opt in WIDEN_A.items()}
     space = next(iter(spaces.values()))
     tiles = [tuple(int(v) for v in t.split("x")) for t in a.tiles.split(",")]
+    tuned = None
+    if getattr(a, "from_records", None):  # the tuned schedule of the case, not G1's
+        from heronlike.tuning import apply_best
+
+        tuned = apply_best(a.from_records, case.compute, mode.target).assignment
     programs = {}
     for suffix, sp in spaces.items():
         for m, n in tiles:
-            point = sp.csp.complete(knobs(case.params, m, n, mode.tile or (16, 4)))
+            point = sp.csp.complete(
+                tuned_knobs(tuned, m, n)
+                if tuned is not None
+                else knobs(case.params, m, n, mode.tile or (16, 4))
+            )
             if point is None:
                 raise ValueError(f"{spec}: the {m}x{n} tile is no point of {sp.target.key}")
             programs[f"{m}x{n}{suffix}"] = sp.program(point)
@@ -114,6 +153,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
                 case=case.name,
                 shape_run=suite._params_text(case.params),
                 tile=f"{m}x{n}",
+                base="the tuned schedule" if tuned is not None else "G1's schedule",
                 intrinsic=mode.mnemonic,
                 a_operand=_a_operand(spaces[suffix]),
                 accumulators=m * n,
@@ -157,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         help="time each vpmaddwd tile twice: A pre-widened (-widen-a=1) and widened in the call",
     )
     p.add_argument("--rounds", type=int, default=5, help="harness rounds")
+    p.add_argument(
+        "--from-records",
+        type=Path,
+        default=None,
+        help="keep the best schedule of this records file for the case (one case) and vary "
+        "only its register tile, instead of G1's schedule",
+    )
     a = p.parse_args(argv)
     # PyTorch on VNNI too, not AMX
     mode = suite.cap_pytorch_isa(suite.resolve_mode("auto", a.target))
@@ -167,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     one_core = len(os.sched_getaffinity(0)) == 1
     name = "register_tiles" if mode.name == "vnni" else f"register_tiles_{mode.mnemonic}"
     name += "_widen_a" if a.compare_widen_a else ""
+    name += "_tuned" if a.from_records else ""
     if a.target:  # another CPU's code on this one: the file names its -mcpu
         name += f"-{get_target(a.target).mcpu}"
     _, path = suite.run_per_case(a, one_case, f"{name}-1core" if one_core else name)

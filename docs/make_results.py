@@ -1765,6 +1765,23 @@ TABLES: dict[str, Table] = {
             REGISTER_TILE_COLUMNS,
             "python benchmarks/register_tiles.py; taskset -c 0 python benchmarks/register_tiles.py",
         ),
+        Table(  # a tuned schedule (G4's, 16 trials) with its register tile changed
+            "register-tiles-tuned-g4",
+            (
+                "register_tiles_tuned-amd-epyc-f26m2-2026-12-04.csv",
+                "register_tiles_tuned-7rounds-amd-epyc-f26m2-2026-12-04.csv",
+            ),
+            (
+                Col("case", "{case}"),
+                Col("harness rounds", "{rounds}"),
+                *REGISTER_TILE_COLUMNS[2:5],
+                Col("G op/s", "{gops:.0f}"),
+                *REGISTER_TILE_COLUMNS[5:],
+            ),
+            "python benchmarks/register_tiles.py --cases G4 --tiles 4x4,8x2,2x8,16x1,8x1,4x2,2x4 "
+            "--from-records benchmarks/out/suite-launch-small/G4/heronlike/records.sqlite "
+            "(then --tiles 4x4,8x2 --rounds 7)",
+        ),
         Table(  # the same schedule on the vpmaddwd intrinsic of a CPU without VNNI
             "register-tiles-vpmaddwd-zen3",
             ("register_tiles_vpmaddwd-amd-epyc-f25m1-2026-12-02.csv",),

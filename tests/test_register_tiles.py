@@ -39,6 +39,33 @@ def test_every_listed_tile_is_a_point_differing_only_in_its_tile() -> None:
         register_tiles.knobs({"M": 64, "N": 512, "K": 128}, 16, 1)
 
 
+def test_a_tuned_schedule_keeps_all_but_its_register_tile() -> None:
+    """``--from-records``: a sampled schedule of G4's shape with its tile made 8 × 2 and 2 × 8
+    is a point of the space whose other knobs (parallel, reduction, order, unroll) are the
+    schedule's, each axis's S1 × S2 unchanged."""
+    params = {"M": 32, "N": 1024, "K": 256}
+    space = generate_space(ops.gemm(**params, dtype="int8"), f"{TARGET} -accumulators=0")
+    tuned = space.csp.complete(
+        {"C.v_i.S0": 1, "C.v_i.S1": 8, "C.v_i.S2": 4, "C.v_j.S0": 4, "C.v_j.S1": 4,
+         "C.v_j.S2": 4, "C.v_k.R0": 16, "C.v_k.R1": 4, "C.order@S1.v_i": 2,
+         "C.order@S1.v_j": 1, "C.write_back.pos": 1, "C.unroll": 0}
+    )  # fmt: skip
+    assert tuned is not None
+    kept = {k for k in tuned if register_tiles.TUNED_KNOBS.match(k)}
+    assert kept == set(space.csp.knobs)  # every knob of the stage, nothing derived
+    for m, n in [(8, 2), (2, 8), (4, 4)]:
+        point = space.csp.complete(register_tiles.tuned_knobs(tuned, m, n))
+        assert point is not None, (m, n)
+        assert (point["C.v_i.S2"], point["C.v_j.S2"]) == (m, n)
+        for axis in ("v_i", "v_j"):
+            s1s2 = point[f"C.{axis}.S1"] * point[f"C.{axis}.S2"]
+            assert s1s2 == tuned[f"C.{axis}.S1"] * tuned[f"C.{axis}.S2"]
+        differ = {k for k in kept if point[k] != tuned[k]}
+        assert differ <= {"C.v_i.S1", "C.v_i.S2", "C.v_j.S1", "C.v_j.S2"}
+    with pytest.raises(ValueError, match="no register tile of 64"):
+        register_tiles.tuned_knobs(tuned, 64, 1)
+
+
 def test_vpmaddwd_tiles_are_points_of_the_general_target() -> None:
     """On ``dlboost -general`` for a CPU without VNNI (``znver3``: AVX2), the same schedule is
     split by the ``vpmaddwd`` intrinsic's 8 lanes × 2: every listed tile is a point."""
