@@ -1222,6 +1222,11 @@ FAIR_VNNI_TARGET_COLUMNS = FAIR_VNNI_FASTEST_COLUMNS + (
     ),
 )  # fmt: skip
 
+#: ... and the most of the peak TVM's parallel launch leaves each row (suite.py since 2026-12-04)
+FAIR_VNNI_LAUNCH_COLUMNS = FAIR_VNNI_TARGET_COLUMNS + (
+    Col("% of peak the launch leaves", "{launch_ceiling_pct:.1f}"),
+)
+
 FAIR_VNNI_FASTEST_GEOMEANS = both(
     fair_geomeans(
         (
@@ -1343,6 +1348,8 @@ FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 FAIR_VNNI_ZEN4_DEC_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv"
 #: ... and on a Zen 5 again (2026-12-04), with the code of 2026-12-03 (timed like the Zen 4's)
 FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
+#: the fair table again that evening, with the launch and one-target columns written by suite.py
+FAIR_VNNI_ZEN5_EVENING_CSV = "suite_fair-evening-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: heronlike alone on the 37 GEMM/conv rows, with TVM's parallel launch measured per run
 PEAK_ROWS_ZEN5_CSV = "suite_peak-rows-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: ... and on a Zen 5 (2026-12-01), with the boundary version of the padding guards
@@ -1645,6 +1652,13 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --trials 16 --batch 8 --no-metaschedule --no-equal-wall "
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
+        ),
+        Table(  # ... on a Zen 5 that evening, with the launch's ceiling per row
+            "suite-fair-vnni-zen5-2026-12-04-evening",
+            (FAIR_VNNI_ZEN5_EVENING_CSV,),
+            FAIR_VNNI_LAUNCH_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=both(FAIR_VNNI_FASTEST_GEOMEANS, convergence_counts),
         ),
         Table(  # ... on a Zen 5, 2026-12-04, beside each column's fastest process
             "suite-fair-vnni-zen5-2026-12-04",
