@@ -979,6 +979,11 @@ def _tuning_best_pct(row: Row) -> float:
     return 100 * row["gop"] / (row["heronlike_tuning_best_ms"] * 1e-3) / row["peak_gops"]
 
 
+def _us(row: Row, col: str) -> str:
+    """``row[col]`` (milliseconds) in microseconds, one decimal; blank in a summary row."""
+    return f"{row[col] * 1e3:.1f}" if isinstance(row.get(col), int | float) else ""
+
+
 #: ... and the most of the peak a kernel can reach after TVM's parallel launch and join
 LAUNCH_COLUMNS = (
     Col("case", "{case}"),
@@ -1014,11 +1019,6 @@ LAUNCH_COLUMNS = (
     Col("PyTorch µs", lambda r: _us(r, "pytorch_ms")),
     Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
 )
-
-
-def _us(row: Row, col: str) -> str:
-    """``row[col]`` (milliseconds) in microseconds, one decimal; blank in a summary row."""
-    return f"{row[col] * 1e3:.1f}" if isinstance(row.get(col), int | float) else ""
 
 
 def launch_summary(rows: list[Row]) -> list[Row]:
@@ -1182,7 +1182,7 @@ def _within_half(row: Row, unit: str, col: str) -> str:
     figures)."""
     h, ms = _num(row, f"heronlike_{unit}_to_{col}"), _num(row, f"ms_{unit}_to_{col}")
     if h is None:
-        return "missed" if _num(row, f"ms_{unit}_to_{col}") is not None else ""
+        return "missed" if ms is not None else ""
     if ms is not None:
         return "met" if h <= ms / 2 else "missed"
     budget = _num(row, "ms_trials" if unit == "trials" else "ms_search_s")
