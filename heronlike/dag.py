@@ -134,6 +134,16 @@ class Stage:
         spatial = {a.name for a in self.axes if a.kind == "S"}
         return self.is_reduction and any(not spatial <= set(r.axes) for r in self.reads)
 
+    @property
+    def streamed_reads(self) -> tuple[str, ...]:
+        """The buffers this reduction reads each element of only once: indexed by every
+        spatial axis of extent > 1 (the matrix of a matrix-vector product), so no tile of the
+        output reuses them and a schedule can only stream them. Empty for an injective stage."""
+        if not self.is_reduction:
+            return ()
+        spatial = {a.name for a in self.axes if a.kind == "S" and a.extent > 1}
+        return tuple(r.buffer for r in self.reads if spatial <= set(r.axes))
+
     def axis(self, name: str) -> Axis:
         for a in self.axes:
             if a.name == name:

@@ -66,6 +66,16 @@ class StageState:
     def level(self, name: str) -> list[Loop]:
         return [lp for lp in self.loops if lp.level == name]
 
+    @property
+    def streams_operand(self) -> bool:
+        """The stage runs an intrinsic one of whose operands no output tile reuses
+        (:attr:`~heronlike.dag.Stage.streamed_reads`: the matrix of a matrix-vector
+        product), so its register tile reuses only the other operand."""
+        if self.match is None:
+            return False
+        operands = {self.match.a.buffer, self.match.b.buffer}
+        return any(b in operands for b in self.stage.streamed_reads)
+
 
 class RuleContext:
     """Template, CSP and per-stage state shared by the rules of one compute and target."""

@@ -16,6 +16,19 @@ register micro-kernel order"). A write-back stage from
 :class:`~heronlike.rules.cache_stage.AddCacheStage` is attached under ``S0`` or ``S1``, chosen by a
 knob (C4 AddStageFuse).
 
+With ``stream_order`` (e.g. ``S0 S1 R0 S2 R1 T``), a tensorized stage that streams an operand
+(:attr:`~heronlike.rules.base.StageState.streams_operand`: the matrix of a matrix-vector
+product, each element read once) gets the knob ``<stage>.stream`` (a SELECT between two
+``reorder`` steps): 0 keeps the micro-kernel order, 1 takes ``stream_order``, in which ``R1``
+inside ``S2`` reads the packed matrix in one contiguous run per intrinsic row block, as
+MetaSchedule's ``SSRSRS`` reads it. Both orders have the same loops at each level, so every
+constraint and compute location holds for both; the stage's nest lists the micro-kernel order.
+No target turns it on: on a Zen 5 it made DL Boost's GEMVs no faster in tunes or on random
+points, and without a write-back (which LLVM otherwise folds back into the micro-kernel order)
+a streamed kernel ran up to 2.9x slower when its output and vector shared a 4 KiB page offset
+(docs/results.md, "Matrix-vector products: the streaming order, measured and left off";
+``benchmarks/gemv_stream.py``).
+
 With ``vector_level`` (the general rule set), a stage that no intrinsic runs gets one more,
 innermost spatial level on its output's contiguous (last) axis, ordered after everything
 else (``S0 S1 R0 R1 S2 V``: a register tile of ``|S2|`` vectors), for
@@ -36,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from heronlike.template import Ordered, Sym
+from heronlike.template import Choice, Ordered, Sym
 
 from .base import Loop, Rule, RuleContext
 
@@ -58,9 +71,13 @@ class MultiLevelTiling(Rule):
         vector_level: str | None = None,
         order_level: str | None = None,
         max_order: int = 4,
+        stream_order: Sequence[str] | None = None,
     ) -> None:
         self.spatial, self.reduce = tuple(spatial), tuple(reduce)
         self.order, self.attach_levels = tuple(order), tuple(attach_levels)
+        self.stream_order = tuple(stream_order) if stream_order is not None else None
+        if self.stream_order is not None and sorted(self.stream_order) != sorted(self.order):
+            raise ValueError(f"stream_order {self.stream_order} is no permutation of {self.order}")
         self.vector_level = vector_level
         self.order_level, self.max_order = order_level, max_order
 
@@ -111,15 +128,33 @@ class MultiLevelTiling(Rule):
                 levels = levels + (self.vector_level,)
                 order = self.order + (self.vector_level,)
             ctx.split(stage, loop, levels + (("T",) if tile else ()), fixed)
-        ordered: list[Loop] = []
+
+        def nest(levels: Sequence[str]) -> list[Loop]:
+            ordered: list[Loop] = []
+            for level in levels:
+                group = st.level(level)
+                if level == "T" and st.match is not None:
+                    roles = {st.match.m_axis: "m", st.match.n_axis: "n", st.match.k_axis: "k"}
+                    group.sort(key=lambda lp: ROLE_ORDER.index(roles[lp.axis]))
+                ordered += group
+            return ordered
+
+        ordered = nest(order)
+        if self.stream_order is not None and st.streams_operand:
+            pick = ctx.csp.var(
+                f"{stage}.stream",
+                0,
+                1,
+                knob=True,
+                doc="0: the register micro-kernel order, 1: the streaming order",
+            )
+            orders = (ordered, nest(self.stream_order))
+            ctx.step("reorder", Choice(pick, tuple(tuple(Sym(lp.sym) for lp in o) for o in orders)))
+            # the levels later rules look up are the same in both orders
+            st.loops = ordered + [lp for lp in st.loops if lp not in ordered]
+        else:
+            ctx.reorder(stage, ordered)
         knob: Ordered | None = None
-        for level in order:
-            group = st.level(level)
-            if level == "T" and st.match is not None:
-                roles = {st.match.m_axis: "m", st.match.n_axis: "n", st.match.k_axis: "k"}
-                group.sort(key=lambda lp: ROLE_ORDER.index(roles[lp.axis]))
-            ordered += group
-        ctx.reorder(stage, ordered)
         if self.order_level is not None:
             fixed, knob = self._permuted(ctx, stage)
             if knob is not None:  # a second reorder of the level's loops, in the knob's order

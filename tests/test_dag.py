@@ -75,6 +75,9 @@ def test_bmm_stage_has_batch_axis_in_every_access() -> None:
     assert st.write.axes == ("v_b", "v_i", "v_j")
     assert st.mac is not None and st.mac.a.buffer == "X" and st.mac.b.buffer == "W"
     assert st.has_data_reuse
+    assert st.streamed_reads == ()
+    # one row per batch: no output tile reuses W any more (an axis of extent 1 reuses nothing)
+    assert ComputeDAG.from_compute(ops.bmm(3, 1, 48, 16)).stage("C").streamed_reads == ("W",)
     assert dag.flop() == 2 * 3 * 32 * 48 * 16
 
 
@@ -88,6 +91,7 @@ def test_gemv_stage() -> None:
     assert st.write.axes == ("v_i",)
     assert st.mac is not None and (st.mac.a.buffer, st.mac.b.buffer) == ("x", "A")
     assert st.has_data_reuse  # x is reused across every i
+    assert st.streamed_reads == ("A",)  # each element of A is read by one output only
     assert dag.flop() == 2 * 256 * 128
 
 
