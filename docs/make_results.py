@@ -582,6 +582,49 @@ LOOP_ORDER_COLUMNS = (
 )
 
 
+#: benchmarks/gemv_stream.py: a GEMV's split factors by DL Boost (micro-kernel order, the faster
+#: write-back position) and with the streaming options on, the order knob at 0 and at 1
+GEMV_STREAM_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("points", "{points}"),
+    Col("streamed vs DL Boost, geomean", "{geomean_speedup:.2f}"),
+    Col("lowest / highest", "{min_speedup:.2f} / {max_speedup:.2f}"),
+    Col("micro-kernel, no write-back, vs DL Boost", "{geomean_micro_speedup:.2f}"),
+    Col(
+        "best µs DL Boost / micro-kernel / streamed",
+        "{best_dlboost_us:.3f} / {best_micro_us:.3f} / {best_stream_us:.3f}",
+    ),
+    Col(
+        "within 10 % of the best, DL Boost / micro-kernel / streamed",
+        "{within10pct_dlboost} / {within10pct_micro} / {within10pct_stream}",
+    ),
+)
+#: ... in tunes: DL Boost against the streaming options, each tune's best re-timed
+GEMV_STREAM_TUNED_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("seed", "{seed}"),
+    Col("DL Boost µs", "{dlboost_us:.3f}"),
+    Col("streaming options µs", "{streaming_us:.3f}"),
+    Col("streaming vs DL Boost", "{speedup:.2f}"),
+    Col("its best streamed", lambda r: {1: "yes", 0: "no"}.get(r.get("streaming_picked"), "—")),
+    Col(
+        "tuning-time best µs, DL Boost / streaming",
+        "{dlboost_tuning_us:.3f} / {streaming_tuning_us:.3f}",
+    ),
+)
+#: ... one point with the output at offsets from the vector modulo 4 KiB
+GEMV_STREAM_ALIAS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("point", "{point}"),
+    Col("y − x mod 4096, bytes", "{y_minus_x_mod_4k}"),
+    Col("DL Boost µs", "{dlboost_us:.3f}"),
+    Col("streamed µs", "{stream_us:.3f}"),
+    Col("streamed vs DL Boost", "{speedup:.2f}"),
+)
+
+
 FUSED_PLACEMENT_COLUMNS = (
     Col("case", "{case}"),
     Col("schedule (rank in the tune)", "{schedule_rank}"),
@@ -1795,6 +1838,28 @@ TABLES: dict[str, Table] = {
             "python benchmarks/register_tiles.py --cases G4 --tiles 4x4,8x2,2x8,16x1,8x1,4x2,2x4 "
             "--from-records benchmarks/out/suite-launch-small/G4/heronlike/records.sqlite "
             "(then --tiles 4x4,8x2 --rounds 7)",
+        ),
+        Table(  # a GEMV's streaming options against DL Boost's rules, point by point
+            "gemv-stream",
+            ("gemv_stream-amd-epyc-f26m2-2026-12-05.csv",),
+            GEMV_STREAM_COLUMNS,
+            "python benchmarks/gemv_stream.py --points 16 --point S0=8,S1=1,S2=8,R0=8,R1=32,"
+            "unroll=512",
+        ),
+        Table(  # ... and in tunes, 16 trials, three seeds
+            "gemv-stream-tuned",
+            ("gemv_stream_tuned-amd-epyc-f26m2-2026-12-05.csv",),
+            GEMV_STREAM_TUNED_COLUMNS,
+            "python benchmarks/gemv_stream.py --tune-seeds 0,1,2",
+            summary=geomean("case", "geomean", ("speedup",)),
+        ),
+        Table(  # ... one point each with the output placed at offsets from the vector
+            "gemv-stream-alias",
+            ("gemv_stream_alias-amd-epyc-f26m2-2026-12-05.csv",),
+            GEMV_STREAM_ALIAS_COLUMNS,
+            "python benchmarks/gemv_stream.py --cases GV2,GV5 --alias "
+            "--point S0=4,S1=1,S2=16,R0=2,R1=32,unroll=512,serial=0 "
+            "--point S0=8,S1=1,S2=8,R0=8,R1=32,unroll=512",
         ),
         Table(  # the same schedule on the vpmaddwd intrinsic of a CPU without VNNI
             "register-tiles-vpmaddwd-zen3",
