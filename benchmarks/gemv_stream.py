@@ -51,6 +51,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -294,13 +295,17 @@ ALIAS_OFFSETS = (0, 64, 256, 1024, 2048)
 
 
 def alias_worker(
-    kernels: list[str], args_path: str, offsets: list[int], processes_round: int
+    kernels: list[str], args_path: str, expected: Any, offsets: list[int]
 ) -> list[list[float]]:
     """Harness child of ``--alias``: the arguments of ``args_path`` (``x``, ``A``, ``y``) placed
     in one buffer, ``x`` at a page start, ``A`` on pages of its own, ``y`` at each of
     ``offsets`` (bytes past a page start); every kernel timed at each placement
-    (``time_evaluator``: 20 measurements of 200 calls, the median). Returns seconds per call,
-    ``[offset][kernel]``. ``processes_round`` only names the call."""
+    (``time_evaluator``: 20 measurements of 200 calls, the median), its output compared with
+    ``expected`` (an array of ``y``'s shape) first. Returns seconds per call,
+    ``[offset][kernel]``.
+
+    Raises:
+        RuntimeError: a kernel's output differs from ``expected``."""
     import statistics
 
     import numpy as np
@@ -327,7 +332,11 @@ def alias_worker(
         views = (place(x, 0), place(A, a_at), place(y, y_page + off))
         tensors = [tvm.runtime.from_dlpack(v) for v in views]
         row = []
-        for mod in mods:
+        for kernel, mod in zip(kernels, mods, strict=True):
+            views[2][...] = 0x5A5A5A5A  # poison: the kernel must write every output
+            mod["main"](*tensors)
+            if not np.array_equal(views[2], expected):
+                raise RuntimeError(f"{kernel}: wrong result with y at +{off} bytes")
             timer = mod.time_evaluator("main", dev, number=200, repeat=20)
             row.append(statistics.median(timer(*tensors).results))
         out.append(row)
@@ -366,12 +375,12 @@ def alias_case(spec: str, a, mode: suite.Mode, work: Path) -> list[dict]:  # noq
                 alias_worker,
                 [str(kernels[n][0]) for n in names],
                 str(args),
+                expected[2],
                 list(ALIAS_OFFSETS),
-                r,
                 timeout_s=600,
                 num_threads=dlboost.target.cores,
             )
-            for r in range(a.rounds)
+            for _ in range(a.rounds)
         ]
         for i, off in enumerate(ALIAS_OFFSETS):
             us = {

@@ -10,7 +10,7 @@ With ``streamed=False`` a tensorized stage that streams an operand
 its output as the accumulator, for :class:`~heronlike.rules.tiling.MultiLevelTiling`'s
 ``stream_order`` (with the copy, LLVM keeps the tile in registers in the micro-kernel order
 whichever order the schedule gives). No target uses it: such a kernel updates its output in
-memory at every ``R0`` step, and ran up to 2.9x slower when the output and the vector shared a
+memory at every ``R0`` step, and ran up to 3x slower when the output and the vector shared a
 4 KiB page offset (docs/results.md, "Matrix-vector products: the streaming order, measured and
 left off").
 """

@@ -25,7 +25,7 @@ MetaSchedule's ``SSRSRS`` reads it. Both orders have the same loops at each leve
 constraint and compute location holds for both; the stage's nest lists the micro-kernel order.
 No target turns it on: on a Zen 5 it made DL Boost's GEMVs no faster in tunes or on random
 points, and without a write-back (which LLVM otherwise folds back into the micro-kernel order)
-a streamed kernel ran up to 2.9x slower when its output and vector shared a 4 KiB page offset
+a streamed kernel ran up to 3x slower when its output and vector shared a 4 KiB page offset
 (docs/results.md, "Matrix-vector products: the streaming order, measured and left off";
 ``benchmarks/gemv_stream.py``).
 
