@@ -632,21 +632,44 @@ def cpu_share(
     }
 
 
+def placed_tensors(arrays: Sequence[Any], dev: Any, seed: int | None) -> tuple[list, list]:
+    """TVM tensors of ``arrays`` on ``dev``, each allocated after a spacer of a random size
+    (1 to 64 cache lines, ``numpy.random.default_rng(seed)``), so the arguments' offsets
+    within a 4 KiB page, and against each other, change with ``seed``: a kernel whose output
+    and input alias modulo 4 KiB runs up to 3x slower (docs/results.md, "Matrix-vector
+    products: the streaming order, measured and left off"), and one placement in every harness
+    process would time only that case. ``seed`` None: no spacers. Returns ``(tensors,
+    spacers)``; the spacers must stay alive while the tensors are used."""
+    import numpy as np
+    import tvm
+
+    rng = np.random.default_rng(seed) if seed is not None else None
+    tensors, spacers = [], []
+    for a in arrays:
+        if rng is not None:
+            lines = int(rng.integers(1, 65))
+            spacers.append(tvm.runtime.empty((lines * 64,), "uint8", dev))
+        tensors.append(tvm.runtime.tensor(a, dev))
+    return tensors, spacers
+
+
 def _tvm_kernels_worker(
     kernels: list[tuple[str, str]],
     expected_path: str,
     samples: int,
     prepare: Sequence[str] = (),
     torch_case: tuple[str, dict[str, int], int] | None = None,
+    placement: int | None = None,
 ):
     """Harness worker for the tuned kernels, in this process: prepare the process for each
     target key of ``prepare`` (:func:`heronlike.target.prepare_process_for`: AMX's tile
-    permission); for each ``(library, arguments .npz)`` load the library, poison the outputs,
-    run once and compare with the reference; then time ``main`` of every correct one on its
-    arrays, their samples taken in turn (:func:`heronlike.baselines.interleaved_samples`,
-    ``samples`` each). With ``torch_case`` ``(op, params, threads)``, PyTorch's int8 paths for
-    that case (:func:`heronlike.baselines.torch_paths`) take their samples in the same turns,
-    after the kernels in the list of callables.
+    permission); for each ``(library, arguments .npz)`` load the library, place its arguments
+    (:func:`placed_tensors` with seed ``placement``), poison the outputs, run once and compare
+    with the reference; then time ``main`` of every correct one on its arrays, their samples
+    taken in turn (:func:`heronlike.baselines.interleaved_samples`, ``samples`` each). With
+    ``torch_case`` ``(op, params, threads)``, PyTorch's int8 paths for that case
+    (:func:`heronlike.baselines.torch_paths`) take their samples in the same turns, after the
+    kernels in the list of callables.
 
     Returns:
         ``(results, share)``: one ``(samples in seconds or None, correct, message)`` per kernel,
@@ -669,6 +692,7 @@ def _tvm_kernels_worker(
     dev = tvm.cpu()
     out: list[tuple[list[float] | None, bool, str]] = []
     calls: dict[int, Callable[[], object]] = {}
+    kept: list[list] = []  # the placement spacers, alive until the timing ends
     for so_path, args_path in kernels:
         try:
             fn = tvm.runtime.load_module(so_path)["main"]
@@ -678,7 +702,8 @@ def _tvm_kernels_worker(
                 if i in expected:  # poison: a kernel that skips initialisation fails the check
                     poison = np.nan if np.issubdtype(a.dtype, np.floating) else 0x5A5A5A5A
                     arrays[i] = np.full(a.shape, poison).astype(a.dtype)
-            tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+            tensors, spacers = placed_tensors(arrays, dev, placement)
+            kept.append(spacers)
             fn(*tensors)
             bad = []
             for i, want in expected.items():
@@ -814,7 +839,9 @@ def time_tvm_kernels(
     output and then taking ``HARNESS_SAMPLES`` samples of each, the kernels in turn
     (:func:`_tvm_kernels_worker`), so a slow spell of the machine falls on all of them alike;
     ``name -> (median seconds over all its samples of all rounds or None, correct in every
-    round, message)``. The kernels' order is rotated by one from round to round.
+    round, message)``. The kernels' order is rotated by one from round to round, and round
+    ``r`` places every kernel's arguments with seed ``r`` (:func:`placed_tensors`), so the
+    rounds time five placements in memory, not one.
 
     ``also(r)``, if given, times another column in round ``r`` (PyTorch's process,
     :func:`time_pytorch`): after the kernels' process in even rounds, before it in odd ones, so
@@ -862,6 +889,7 @@ def time_tvm_kernels(
                     HARNESS_SAMPLES,
                     tuple(prepare),
                     worker_torch,
+                    r,  # each process places the arguments its own way
                     timeout_s=600,
                     num_threads=threads,
                 )
