@@ -314,8 +314,9 @@ def alias_worker(
     with np.load(args_path) as z:
         x, A, y = (z[f"arg{i}"] for i in range(3))
     page = 4096
-    span = -(-x.nbytes // page) * page + -(-A.nbytes // page) * page + page + y.nbytes
-    big = np.zeros(span + 2 * page, np.uint8)
+    a_at = -(-x.nbytes // page) * page  # A on the pages after x's
+    y_page = a_at + -(-A.nbytes // page) * page  # y on the page after A's
+    big = np.zeros(y_page + page + y.nbytes + 2 * page, np.uint8)
     base = (-big.ctypes.data) % page
 
     def place(a: np.ndarray, at: int) -> np.ndarray:
@@ -325,17 +326,16 @@ def alias_worker(
 
     dev = tvm.cpu()
     mods = [tvm.runtime.load_module(k) for k in kernels]
-    a_at = -(-x.nbytes // page) * page
-    y_page = a_at + -(-A.nbytes // page) * page
+    inputs = [tvm.runtime.from_dlpack(place(x, 0)), tvm.runtime.from_dlpack(place(A, a_at))]
     out = []
-    for off in offsets:
-        views = (place(x, 0), place(A, a_at), place(y, y_page + off))
-        tensors = [tvm.runtime.from_dlpack(v) for v in views]
+    for off in offsets:  # only y moves
+        y_view = place(y, y_page + off)
+        tensors = [*inputs, tvm.runtime.from_dlpack(y_view)]
         row = []
         for kernel, mod in zip(kernels, mods, strict=True):
-            views[2][...] = 0x5A5A5A5A  # poison: the kernel must write every output
+            y_view[...] = 0x5A5A5A5A  # poison: the kernel must write every output
             mod["main"](*tensors)
-            if not np.array_equal(views[2], expected):
+            if not np.array_equal(y_view, expected):
                 raise RuntimeError(f"{kernel}: wrong result with y at +{off} bytes")
             timer = mod.time_evaluator("main", dev, number=200, repeat=20)
             row.append(statistics.median(timer(*tensors).results))
