@@ -639,7 +639,9 @@ def placed_tensors(arrays: Sequence[Any], dev: Any, seed: int | None) -> tuple[l
     and input alias modulo 4 KiB runs up to 3x slower (docs/results.md, "Matrix-vector
     products: the streaming order, measured and left off"), and one placement in every harness
     process would time only that case. ``seed`` None: no spacers. Returns ``(tensors,
-    spacers)``; the spacers must stay alive while the tensors are used."""
+    spacers)``: the tensors' addresses do not depend on the spacers afterwards, but a caller
+    that keeps them alive keeps later allocations (the next kernel's arguments) off their
+    memory, as the harness worker does."""
     import numpy as np
     import tvm
 
@@ -692,7 +694,7 @@ def _tvm_kernels_worker(
     dev = tvm.cpu()
     out: list[tuple[list[float] | None, bool, str]] = []
     calls: dict[int, Callable[[], object]] = {}
-    kept: list[list] = []  # the placement spacers, alive until the timing ends
+    kept: list[list] = []  # the placement spacers: later kernels' arguments stay off them
     for so_path, args_path in kernels:
         try:
             fn = tvm.runtime.load_module(so_path)["main"]
