@@ -624,6 +624,34 @@ GEMV_STREAM_ALIAS_COLUMNS = (
     Col("streamed vs DL Boost", "{speedup:.2f}"),
 )
 
+#: one tile parallel and serial, each timed in fresh processes (benchmarks/process_modes.py)
+PROCESS_MODES_COLUMNS = (
+    Col("case", "{case}"),
+    Col("kernel", "{kernel}"),
+    Col("process", "{process}"),
+    Col("first 5 µs", "{first_us:.2f}"),
+    Col(
+        "steady µs (fastest–slowest)",
+        "{steady_us:.2f} ({steady_low_us:.2f}–{steady_high_us:.2f})",
+    ),
+    Col("launch µs", "{launch_us:.2f}"),
+)
+
+
+def process_modes_summary(rows: list[Row]) -> list[Row]:
+    """Per kernel: its processes' steady medians, smallest to largest."""
+    out = []
+    for kernel in dict.fromkeys(r["kernel"] for r in rows):
+        got = sorted(r["steady_us"] for r in rows if r["kernel"] == kernel)
+        out.append(
+            {"case": "all", "kernel": kernel, "process": f"{len(got)} processes",
+             "first_us": statistics.median(r["first_us"] for r in rows if r["kernel"] == kernel),
+             "steady_us": statistics.median(got), "steady_low_us": got[0],
+             "steady_high_us": got[-1],
+             "launch_us": statistics.median(r["launch_us"] for r in rows if r["kernel"] == kernel)}
+        )  # fmt: skip
+    return out
+
 
 FUSED_PLACEMENT_COLUMNS = (
     Col("case", "{case}"),
@@ -1391,6 +1419,8 @@ FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 FAIR_VNNI_ZEN4_DEC_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv"
 #: ... and on a Zen 5 again (2026-12-04), with the code of 2026-12-03 (timed like the Zen 4's)
 FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
+#: the fair table on 2026-12-05, each harness round placing the arguments its own way
+FAIR_VNNI_ZEN5_DEC5_CSV = "suite_fair-placed-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: the fair table again that evening, with the launch and one-target columns written by suite.py
 FAIR_VNNI_ZEN5_EVENING_CSV = "suite_fair-evening-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: heronlike alone on the 37 GEMM/conv rows, with TVM's parallel launch measured per run
@@ -1696,6 +1726,13 @@ TABLES: dict[str, Table] = {
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
         ),
+        Table(  # ... on a Zen 5, 2026-12-05, each harness round placing the arguments its own way
+            "suite-fair-vnni-zen5-2026-12-05",
+            (FAIR_VNNI_ZEN5_DEC5_CSV,),
+            FAIR_VNNI_LAUNCH_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=both(FAIR_VNNI_FASTEST_GEOMEANS, convergence_counts),
+        ),
         Table(  # ... on a Zen 5 that evening, with the launch's ceiling per row
             "suite-fair-vnni-zen5-2026-12-04-evening",
             (FAIR_VNNI_ZEN5_EVENING_CSV,),
@@ -1860,6 +1897,13 @@ TABLES: dict[str, Table] = {
             "python benchmarks/gemv_stream.py --cases GV2,GV5 --alias "
             "--point S0=4,S1=1,S2=16,R0=2,R1=32,unroll=512,serial=0 "
             "--point S0=8,S1=1,S2=8,R0=8,R1=32,unroll=512",
+        ),
+        Table(  # one GEMV tile, parallel and serial, timed in fresh processes of their own
+            "process-modes",
+            ("process_modes-amd-epyc-f26m2-2026-12-05.csv",),
+            PROCESS_MODES_COLUMNS,
+            "python benchmarks/process_modes.py",
+            summary=process_modes_summary,
         ),
         Table(  # the same schedule on the vpmaddwd intrinsic of a CPU without VNNI
             "register-tiles-vpmaddwd-zen3",
