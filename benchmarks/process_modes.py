@@ -56,8 +56,9 @@ def serial_twin(point: dict[str, int], space: Space) -> dict[str, int]:
     factor ``S0`` folded into ``S1`` (same tile, same loop order, one parallel iteration).
 
     Raises:
-        ValueError: the space has no ``serial`` knob (a stage too large to run serially), or
-            the folded factors name no point of it."""
+        ValueError: the space has no ``serial`` knob (a stage too large to run serially),
+            several ``S0`` or ``S1`` knobs (a stage tiled along more than one spatial axis: a
+            GEMV has one), or the folded factors name no point of it."""
 
     def knob(suffix: str) -> str:
         found = [k for k in space.csp.knobs if k.endswith(suffix)]

@@ -639,7 +639,8 @@ PROCESS_MODES_COLUMNS = (
 
 
 def process_modes_summary(rows: list[Row]) -> list[Row]:
-    """Per kernel: its processes' steady medians, smallest to largest."""
+    """Per kernel: the median over its processes of their first-5 and steady medians, the
+    fastest and the slowest steady median, and the median launch."""
     out = []
     for kernel in dict.fromkeys(r["kernel"] for r in rows):
         got = sorted(r["steady_us"] for r in rows if r["kernel"] == kernel)
