@@ -80,7 +80,8 @@ def series_worker(
     library: str, args_path: str, expected_path: str, calls: int, repeats: int, threads: int
 ) -> tuple[list[float], float]:
     """Harness child: load ``library``, place the arguments of ``args_path`` as the harness's
-    round 0 does, poison the outputs, run once and compare with ``expected_path``; then
+    round 0 does, poison the outputs, run once and compare with ``expected_path``
+    (:func:`benchmarks.suite.poisoned_arguments`, :func:`~benchmarks.suite.output_problems`); then
     ``repeats`` measurements of ``calls`` calls (seconds per call, in order) and TVM's parallel
     launch on ``threads`` threads (seconds).
 
@@ -91,19 +92,15 @@ def series_worker(
 
     from benchmarks.peak import measure_parallel_launch
 
-    with np.load(args_path) as z:
-        arrays = [z[f"arg{i}"] for i in range(len(z.files))]
     with np.load(expected_path) as z:
         expected = {int(k[3:]): z[k] for k in z.files}
-    for i in expected:
-        arrays[i] = np.full_like(arrays[i], 0x5A)  # the kernel must write every output
     dev = tvm.cpu()
     mod = tvm.runtime.load_module(library)
-    tensors, _spacers = suite.placed_tensors(arrays, dev, 0)
+    tensors, _spacers = suite.placed_tensors(suite.poisoned_arguments(args_path, expected), dev, 0)
     mod["main"](*tensors)
-    for i, want in expected.items():
-        if not np.array_equal(tensors[i].numpy(), want):
-            raise RuntimeError(f"{library}: output {i} differs from the reference")
+    bad = suite.output_problems(tensors, expected)
+    if bad:
+        raise RuntimeError(f"{library}: {'; '.join(bad)}")
     timer = mod.time_evaluator("main", dev, number=calls, repeat=repeats)
     series = list(timer(*tensors).results)
     return series, measure_parallel_launch(threads)

@@ -655,6 +655,41 @@ def placed_tensors(arrays: Sequence[Any], dev: Any, seed: int | None) -> tuple[l
     return tensors, spacers
 
 
+def poisoned_arguments(args_path: str, expected: dict[int, Any]) -> list[Any]:
+    """The arrays of ``args_path`` (``arg0``, ``arg1`` … of an ``.npz``) with every output (an
+    index of ``expected``) filled with poison, NaN or ``0x5A5A5A5A``: a kernel that skips
+    writing part of its output then fails :func:`output_problems`."""
+    import numpy as np
+
+    with np.load(args_path) as z:
+        arrays = [z[f"arg{i}"] for i in range(len(z.files))]
+    for i, a in list(enumerate(arrays)):
+        if i in expected:
+            poison = np.nan if np.issubdtype(a.dtype, np.floating) else 0x5A5A5A5A
+            arrays[i] = np.full(a.shape, poison).astype(a.dtype)
+    return arrays
+
+
+def output_problems(tensors: Sequence[Any], expected: dict[int, Any]) -> list[str]:
+    """A ``"wrong_result: …"`` message for each output of ``tensors`` (TVM tensors in the
+    kernel's layout, read back in the logical one) that differs from ``expected`` (index ->
+    numpy's output; floats within 1e-3, integers exact); empty when all match."""
+    import numpy as np
+
+    from heronlike.library.runtime import to_logical
+
+    bad = []
+    for i, want in expected.items():
+        got = to_logical(tensors[i].numpy(), want.shape)
+        if np.issubdtype(want.dtype, np.floating):
+            ok = np.allclose(got, want, rtol=1e-3, atol=1e-3)
+        else:
+            ok = np.array_equal(got, want)
+        if not ok:
+            bad.append(f"wrong_result: output {i} differs from the reference")
+    return bad
+
+
 def _tvm_kernels_worker(
     kernels: list[tuple[str, str]],
     expected_path: str,
@@ -684,7 +719,6 @@ def _tvm_kernels_worker(
     import tvm
 
     from heronlike.baselines import interleaved_samples
-    from heronlike.library.runtime import to_logical
     from heronlike.target import prepare_process_for
 
     for key in prepare:
@@ -698,24 +732,11 @@ def _tvm_kernels_worker(
     for so_path, args_path in kernels:
         try:
             fn = tvm.runtime.load_module(so_path)["main"]
-            with np.load(args_path) as z:
-                arrays = [z[f"arg{i}"] for i in range(len(z.files))]
-            for i, a in list(enumerate(arrays)):
-                if i in expected:  # poison: a kernel that skips initialisation fails the check
-                    poison = np.nan if np.issubdtype(a.dtype, np.floating) else 0x5A5A5A5A
-                    arrays[i] = np.full(a.shape, poison).astype(a.dtype)
+            arrays = poisoned_arguments(args_path, expected)
             tensors, spacers = placed_tensors(arrays, dev, placement)
             kept.append(spacers)
             fn(*tensors)
-            bad = []
-            for i, want in expected.items():
-                got = to_logical(tensors[i].numpy(), want.shape)
-                if np.issubdtype(want.dtype, np.floating):
-                    ok = np.allclose(got, want, rtol=1e-3, atol=1e-3)
-                else:
-                    ok = np.array_equal(got, want)
-                if not ok:
-                    bad.append(f"wrong_result: output {i} differs from the reference")
+            bad = output_problems(tensors, expected)
             if bad:
                 out.append((None, False, "; ".join(bad)))
                 continue
