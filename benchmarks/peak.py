@@ -37,6 +37,10 @@ The **parallel launch** (:func:`measure_parallel_launch`) is what TVM's thread p
 start and join the threads of one parallel kernel: a kernel of a few microseconds pays it on
 top of its compute floor.
 
+The **core-to-core round trip** (:func:`core_round_trip_ns`) is the time one cache line takes
+to go from one CPU to another and back: what the launch pays a few times over, and on a VM a
+reading of where the hypervisor runs the vCPUs at that moment.
+
 The **memory floor** (:func:`measure_memory_floor`) is the other side of a roofline: the time
 this machine takes only to read a kernel's inputs once and write its outputs once (wide vector
 loads and stores, nothing computed), repeated on the same buffers as the kernel is when it is
@@ -434,6 +438,155 @@ def measure_memory_floor(
     return times[len(times) // 2]
 
 
+_ROUND_TRIP_SOURCE = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+/* one counter on a 64-byte line of its own, written in turn by the two threads */
+static struct { _Alignas(64) atomic_long turn; char pad[56]; } line;
+static long trips_per_chunk, chunks;
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+/* the answering thread: waits for each odd value and writes the next even one */
+static void *answer(void *unused) {
+    long total = trips_per_chunk * chunks;
+    for (long i = 0; i < total; ++i) {
+        while (atomic_load_explicit(&line.turn, memory_order_acquire) != 2 * i + 1) {}
+        atomic_store_explicit(&line.turn, 2 * i + 2, memory_order_release);
+    }
+    return unused;
+}
+
+struct ask_args { double *chunk_ns; };
+
+/* the asking thread: writes each odd value and waits for the answer; one time per chunk */
+static void *ask(void *p) {
+    struct ask_args *a = p;
+    long i = 0;
+    for (long c = 0; c < chunks; ++c) {
+        double t0 = now_ns();
+        for (long k = 0; k < trips_per_chunk; ++k, ++i) {
+            atomic_store_explicit(&line.turn, 2 * i + 1, memory_order_release);
+            while (atomic_load_explicit(&line.turn, memory_order_acquire) != 2 * i + 2) {}
+        }
+        a->chunk_ns[c] = (now_ns() - t0) / trips_per_chunk;
+    }
+    return 0;
+}
+
+static int start_on(pthread_t *t, int cpu, void *(*fn)(void *), void *arg) {
+    pthread_attr_t attr;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_attr_init(&attr);
+    int err = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+    if (!err)
+        err = pthread_create(t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return err;
+}
+
+/* `n_chunks` chunks of `trips` round trips of one cache line between a thread pinned to
+   `cpu_a` and one pinned to `cpu_b` (two new threads: the caller's affinity is untouched);
+   chunk_ns[c] gets chunk c's nanoseconds per round trip. Returns 0, or an errno when a
+   thread cannot be started on its CPU (then nothing was measured). */
+int core_round_trip(int cpu_a, int cpu_b, long trips, long n_chunks, double *chunk_ns) {
+    pthread_t ta, tb;
+    struct ask_args args = {chunk_ns};
+    trips_per_chunk = trips;
+    chunks = n_chunks;
+    atomic_store(&line.turn, 0);
+    int err = start_on(&tb, cpu_b, answer, 0);
+    if (err)
+        return err;
+    err = start_on(&ta, cpu_a, ask, &args);
+    if (err) {  /* let the answering thread finish: play the asking side from here */
+        for (long i = 0; i < trips * n_chunks; ++i) {
+            atomic_store_explicit(&line.turn, 2 * i + 1, memory_order_release);
+            while (atomic_load_explicit(&line.turn, memory_order_acquire) != 2 * i + 2) {}
+        }
+        pthread_join(tb, 0);
+        return err;
+    }
+    pthread_join(ta, 0);
+    pthread_join(tb, 0);
+    return 0;
+}
+"""
+
+
+@functools.cache
+def _round_trip_library() -> ctypes.CDLL:
+    """The core-to-core round trip (:data:`_ROUND_TRIP_SOURCE`) built and loaded, once per
+    process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib = Path(tmp) / "round_trip.c", Path(tmp) / "round_trip.so"
+        src.write_text(_ROUND_TRIP_SOURCE)
+        cmd = ["gcc", "-O2", "-fPIC", "-pthread", "-shared", "-o", str(lib), str(src)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        fn = ctypes.CDLL(str(lib))
+    fn.core_round_trip.restype = ctypes.c_int
+    fn.core_round_trip.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+        ctypes.c_long,
+        ctypes.POINTER(ctypes.c_double),
+    ]
+    return fn
+
+
+def round_trip_cpus() -> tuple[int, int] | None:
+    """The two CPUs :func:`core_round_trip_ns` measures by default: the two lowest this process
+    may run on (the CPUs of a 2-core harness process, where TVM's pool puts its main thread and
+    its one worker); None on a single CPU."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+def core_round_trip_ns(
+    cpus: tuple[int, int] | None = None, trips: int = 2000, chunks: int = 9
+) -> float:
+    """Nanoseconds for one cache line to go from one CPU to another and back: two threads,
+    pinned to ``cpus`` (default :func:`round_trip_cpus`), take turns writing a counter on one
+    64-byte line and waiting for the other's write; the median over ``chunks`` chunks of
+    ``trips`` round trips (about 0.2-1 ms each).
+
+    It is what every fork and join of a parallel kernel pays a few times over, and it tells
+    where the hypervisor runs two vCPUs: on 2 vCPUs of a Zen 5 VM (2026-12-05) it reads about
+    100-140 ns in some seconds and 360-420 ns in others, switching back and forth, and TVM's
+    parallel launch reads 0.6 and 1.5-1.8 µs with it (``docs/results.md``, "Parallel kernels
+    and the distance between the cores").
+
+    Raises:
+        ValueError: fewer than two CPUs, the same CPU twice, ``trips`` or ``chunks`` < 1, or a
+            thread that could not be started on its CPU (not one this process may use).
+        subprocess.CalledProcessError: gcc failed.
+    """
+    cpus = cpus if cpus is not None else round_trip_cpus()
+    if cpus is None:
+        raise ValueError("a core-to-core round trip needs two CPUs; this process may use one")
+    if cpus[0] == cpus[1]:
+        raise ValueError(f"a core-to-core round trip needs two different CPUs, got {cpus}")
+    if trips < 1 or chunks < 1:
+        raise ValueError(f"trips and chunks must be >= 1, got {trips} and {chunks}")
+    out = (ctypes.c_double * chunks)()
+    err = _round_trip_library().core_round_trip(cpus[0], cpus[1], trips, chunks, out)
+    if err:
+        why = os.strerror(err)
+        raise ValueError(f"could not start a thread on CPU {cpus[0]} or {cpus[1]}: {why}")
+    return float(statistics.median(out))
+
+
 def _spec(name: str) -> tuple[tuple[str, ...], str, int, int]:
     """``(cpuinfo flags, gcc -m flags, ops per instruction, instructions per iteration)``."""
     if name in TILE_KERNELS:
@@ -643,6 +796,11 @@ def main(argv: list[str] | None = None) -> int:
     for t in sorted({int(r["threads"]) for r in rows} - {1}):
         launch = measure_parallel_launch(t)
         print(f"parallel launch and join (TVM thread pool) {t:3d} threads  {launch * 1e6:.2f} µs")
+    pair = round_trip_cpus()
+    if pair is not None:
+        trip = core_round_trip_ns(pair)
+        cpus = f"CPUs {pair[0]} and {pair[1]}"
+        print(f"core-to-core round trip (one cache line, {cpus})  {trip:.0f} ns")
     for t in sorted({1, *(int(r["threads"]) for r in rows)}):
         for size in FLOOR_SIZES:
             read, write = (size / measure_memory_floor(*b, t) / 1e9 for b in ((size, 0), (0, size)))

@@ -192,6 +192,25 @@ def test_parallel_launch_is_measured_and_one_thread_forks_nothing() -> None:
         peak.measure_parallel_launch(0)
 
 
+def test_core_round_trip_waits_for_the_other_core() -> None:
+    """One cache line there and back between two pinned threads: at least two L2-to-L2
+    transfers, so no fewer than 20 clock cycles (a loop that did not wait for the other thread
+    would read 1-2 ns), and well under 100 µs (no time slice in between). Bad CPU pairs raise
+    instead of spinning."""
+    pair = peak.round_trip_cpus()
+    if pair is None:
+        pytest.skip("one core: no second CPU to reach")
+    trip_ns = peak.core_round_trip_ns(pair, trips=500, chunks=5)
+    cycle_ns = 1e9 / peak.measure_clock_hz(seconds=0.01, repeats=3)
+    assert 20 * cycle_ns <= trip_ns < 1e5
+    with pytest.raises(ValueError, match="two different CPUs"):
+        peak.core_round_trip_ns((pair[0], pair[0]))
+    with pytest.raises(ValueError, match="could not start a thread"):
+        peak.core_round_trip_ns((pair[0], 4096))
+    with pytest.raises(ValueError, match="must be >= 1"):
+        peak.core_round_trip_ns(pair, trips=0)
+
+
 def test_measured_peak_is_physically_possible() -> None:
     """One core issues at most 2 FMA / VNNI instructions per cycle, so fp32 AVX2 FMA stays
     below 2 ports × 16 FLOP × clock (about 100 GFLOP/s at this Zen 3's 3.2 GHz). The merged
