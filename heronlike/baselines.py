@@ -44,7 +44,10 @@ def _calls_per_sample(fn: Callable[[], object], min_sample_s: float) -> int:
 
 
 def interleaved_samples(
-    fns: Sequence[Callable[[], object]], repeat: int, min_sample_s: float = 0.01
+    fns: Sequence[Callable[[], object]],
+    repeat: int,
+    min_sample_s: float = 0.01,
+    before_turn: Callable[[], object] | None = None,
 ) -> list[list[float]]:
     """Timing samples (seconds per call) of each of ``fns``, taken in turn.
 
@@ -59,6 +62,9 @@ def interleaved_samples(
         fns: callables taking no argument (a kernel bound to its arguments).
         repeat: samples per function (>= 1).
         min_sample_s: the shortest sample in seconds.
+        before_turn: called, untimed, before each of the ``repeat`` turns: a caller that
+            records the machine's state there (``benchmarks/suite.py``: the core-to-core round
+            trip) can tell which turn each sample was taken in.
 
     Returns:
         One list of ``repeat`` samples in seconds per call for each of ``fns``, in their order.
@@ -75,6 +81,8 @@ def interleaved_samples(
         numbers.append(_calls_per_sample(fn, min_sample_s))
     samples: list[list[float]] = [[] for _ in fns]
     for r in range(repeat):
+        if before_turn is not None:
+            before_turn()
         for j in [(r + i) % len(fns) for i in range(len(fns))]:
             fn, number = fns[j], numbers[j]
             fn()

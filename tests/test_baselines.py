@@ -58,6 +58,20 @@ def test_samples_are_taken_in_turn_with_the_order_rotated(monkeypatch: pytest.Mo
     assert runs == ["a", "b", "b", "a", "a", "b", "b", "a"]
 
 
+def test_before_turn_runs_once_ahead_of_each_turn_untimed(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, calls = _Clock(), []
+    monkeypatch.setattr(baselines, "time", clock)
+    fns = [_ticking(0.002, clock, calls, "a"), _ticking(0.006, clock, calls, "b")]
+    probe = _ticking(0.5, clock, calls, "probe")  # slow, yet in no sample
+    samples = baselines.interleaved_samples(fns, repeat=3, min_sample_s=0.005, before_turn=probe)
+    assert samples == [pytest.approx([0.002] * 3), pytest.approx([0.006] * 3)]
+    assert "probe" not in calls[:12]  # not during the set-up
+    turns = "".join("|" if c == "probe" else c for c in calls[12:]).split("|")
+    assert turns[0] == "" and len(turns) == 4  # one probe before each of the 3 turns
+    assert [t[0] for t in turns[1:]] == ["a", "b", "a"]  # each turn's first, rotated
+    assert all(set(t) == {"a", "b"} for t in turns[1:])
+
+
 def test_samples_read_real_time() -> None:
     calls: list[str] = []
     fns = [_spin(0.002, calls, "a"), _spin(0.006, calls, "b")]
