@@ -763,10 +763,12 @@ def _tvm_kernels_worker(
     if not calls and not paths:
         return out, extra
     fns = list(calls.values()) + list(paths.values())
+    trips: list[float] = []
+    probe = _round_trip_probe(trips)
     before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
     try:
         with _no_grad() if paths else contextlib.nullcontext():
-            timed = interleaved_samples(fns, samples)
+            timed = interleaved_samples(fns, samples, before_turn=probe)
     except Exception as err:  # noqa: BLE001 - reported for every kernel of the round
         return [(None, False, f"harness: {_short(err)}") if k in calls else r
                 for k, r in enumerate(out)], extra  # fmt: skip
@@ -775,7 +777,32 @@ def _tvm_kernels_worker(
         out[k] = (seconds, True, "")
     if paths:
         extra["torch"] = dict(zip(paths, timed[len(calls) :], strict=True))
+    if len(trips) == samples:
+        extra["round_trip_ns"] = trips
     return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall, **extra}
+
+
+def _round_trip_probe(trips: list[float]) -> Callable[[], None] | None:
+    """What the harness worker runs before each turn of its samples: the core-to-core round
+    trip between its first two CPUs (:func:`benchmarks.peak.core_round_trip_ns`, about 1-7 ms)
+    appended to ``trips``; None on one CPU. A round trip that cannot be measured (no gcc) ends
+    the probing, not the timing: ``trips`` then stays short and the caller leaves it out."""
+    from benchmarks.peak import core_round_trip_ns, round_trip_cpus
+
+    pair = round_trip_cpus()
+    if pair is None:
+        return None
+    broken: list[str] = []
+
+    def probe() -> None:
+        if broken:
+            return
+        try:
+            trips.append(core_round_trip_ns(pair))
+        except Exception as err:  # noqa: BLE001 - the kernels are still timed
+            broken.append(str(err))
+
+    return probe
 
 
 def _no_grad() -> Any:
@@ -828,6 +855,74 @@ def harness_log_text(log: Sequence[dict[str, Any]]) -> str:
     return " | ".join(parts)
 
 
+#: a harness turn is "far" when its core-to-core round trip is above this many times the run's
+#: lowest: on the Zen 5 VM the two states read about 100-140 ns and 360-420 ns
+FAR_ROUND_TRIP_RATIO = 2.0
+
+#: the tuned-kernel columns that get near / far medians
+STATE_COLUMNS = ("heronlike", "ms", "heronlike_eq_wall")
+
+
+def add_core_state_columns(
+    row: dict[str, Any],
+    turns: dict[str, list[tuple[float, float]]],
+    reference_ns: float | None = None,
+) -> None:
+    """The row's columns for the distance between the cores during the harness's turns
+    (``turns``: :func:`time_tvm_kernels`' ``(round trip ns, seconds)`` per sample and kernel).
+
+    ``round_trip_ns_low`` / ``_median`` / ``_high`` over all turns; ``round_trip_ns_reference``:
+    the lower of ``reference_ns`` and this row's lowest; a turn is far when its round trip
+    exceeds :data:`FAR_ROUND_TRIP_RATIO` times that, and ``far_turn_share`` is the share of far
+    samples. For each of :data:`STATE_COLUMNS` timed: ``<who>_near_ms`` and ``<who>_far_ms``,
+    the median of its samples in near and in far turns (None where it had none), and the
+    ratios ``speedup_vs_ms_near`` / ``_far`` from them. A kernel that splits its work into a
+    few contiguous blocks per thread can run up to 2x slower in far turns while another keeps
+    its speed (``docs/results.md``, "Parallel kernels and the distance between the cores"), so
+    a row whose turns were mostly far compares other kernels than a mostly near one."""
+    trips = [t for pairs in turns.values() for t, _ in pairs]
+    if not trips:
+        return
+    ref = min([t for t in (reference_ns,) if t] + trips)
+    row["round_trip_ns_low"] = min(trips)
+    row["round_trip_ns_median"] = statistics.median(trips)
+    row["round_trip_ns_high"] = max(trips)
+    row["round_trip_ns_reference"] = ref
+    far = FAR_ROUND_TRIP_RATIO * ref
+    row["far_turn_share"] = sum(t > far for t in trips) / len(trips)
+    for who in STATE_COLUMNS:
+        if row.get(f"{who}_status") != "ok" or who not in turns:
+            continue
+        for state, keep in (("near", lambda t: t <= far), ("far", lambda t: t > far)):
+            got = [sec for t, sec in turns[who] if keep(t)]
+            row[f"{who}_{state}_ms"] = statistics.median_low(got) * 1e3 if got else None
+    for state in ("near", "far"):
+        row[f"speedup_vs_ms_{state}"] = _ratio(
+            row.get(f"ms_{state}_ms"), row.get(f"heronlike_{state}_ms")
+        )
+
+
+def lowest_round_trip(
+    rows: Sequence[dict[str, Any]], known: float | None = None, probes: int = 5
+) -> float | None:
+    """The lowest core-to-core round trip in ns among ``known``, the rows' ``round_trip_ns_low``
+    and, when ``known`` is None, ``probes`` fresh measurements in this process
+    (:func:`benchmarks.peak.core_round_trip_ns`, a few ms each): the reference of
+    :func:`add_core_state_columns`. None when nothing could be measured (one CPU, no gcc)."""
+    seen = [float(r["round_trip_ns_low"]) for r in rows if r.get("round_trip_ns_low")]
+    if known:
+        seen.append(known)
+    else:
+        from benchmarks.peak import core_round_trip_ns, round_trip_cpus
+
+        pair = round_trip_cpus()
+        try:
+            seen += [core_round_trip_ns(pair) for _ in range(probes)] if pair else []
+        except Exception as err:  # noqa: BLE001 - the table is still timed, without states
+            print(f"core-to-core round trip not measured: {_short(err)}", flush=True)
+    return min(seen) if seen else None
+
+
 def fastest_process(log: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Each timed column's fastest process in the harness's ``log`` (:func:`time_tvm_kernels`):
     the lowest of its per-round medians, in seconds (``kernel -> seconds``). A column that
@@ -856,6 +951,7 @@ def time_tvm_kernels(
     log: list[dict[str, Any]] | None = None,
     prepare: Sequence[str] = (),
     torch_case: tuple[str, dict[str, int]] | None = None,
+    turns: dict[str, list[tuple[float, float]]] | None = None,
 ) -> dict[str, tuple[float | None, bool, str]]:
     """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
     harness: ``rounds`` fresh processes, one after the other, each checking every kernel's
@@ -876,7 +972,10 @@ def time_tvm_kernels(
     ``(op, params)``: PyTorch's int8 paths for the case are timed in the kernels' processes,
     their samples in the same turns (:func:`_tvm_kernels_worker`), and the result has a
     ``"pytorch"`` entry: the fastest path's median over all its samples, and a text naming
-    it, the others' medians and the paths that failed."""
+    it, the others' medians and the paths that failed. ``turns``, if given, receives for each
+    timed kernel one ``(core-to-core round trip in ns, seconds)`` per sample: the round trip
+    measured just before the sample's turn (:func:`_round_trip_probe`); processes that could not
+    measure it add nothing."""
 
     import numpy as np
 
@@ -919,6 +1018,10 @@ def time_tvm_kernels(
             except Exception as err:  # noqa: BLE001 - a kernel that crashes the process is data
                 results, share = [(None, False, f"harness: {_short(err)}")] * len(order), {}
             round_torch = share.pop("torch", {})
+            trips = share.pop("round_trip_ns", None)
+            for name, (samples, _, _) in zip(order, results, strict=True):
+                if turns is not None and trips and samples:
+                    turns.setdefault(name, []).extend(zip(trips, samples, strict=True))
             torch_failed += [f for f in share.pop("torch_failed", []) if f not in torch_failed]
             for path, samples in round_torch.items():
                 torch_seen.setdefault(path, []).extend(samples)
@@ -1490,8 +1593,11 @@ def run_case(
     peak,
     work_root: Path,
     launch_us: tuple[float, float] | None = None,
+    round_trip_ref_ns: float | None = None,
 ) -> dict[str, Any]:
-    """Every measurement of one case, as one CSV row (work files in a fresh folder)."""
+    """Every measurement of one case, as one CSV row (work files in a fresh folder);
+    ``round_trip_ref_ns``: the lowest core-to-core round trip of the run so far, against which
+    the harness's turns are called near or far (:func:`add_core_state_columns`)."""
     import numpy as np
 
     from heronlike import ops
@@ -1587,6 +1693,7 @@ def run_case(
     torch_runs: list[tuple[float | None, str]] = []
     row["harness_children"] = " ".join(descendants())
     log: list[dict[str, Any]] = []
+    turns: dict[str, list[tuple[float, float]]] = {}
     timed = time_tvm_kernels(
         kernels,
         expected,
@@ -1595,6 +1702,7 @@ def run_case(
         rounds,
         also=lambda _: torch_runs.append(time_pytorch(op, run_params, tgt.cores)),
         log=log,
+        turns=turns,
     )
     row["harness_log"] = harness_log_text(log)
     for who, (lat, correct, msg) in timed.items():
@@ -1603,6 +1711,7 @@ def run_case(
             row[f"{who}_ms"], row[f"{who}_status"] = lat * 1e3, "ok"
         else:
             row[f"{who}_status"] = msg or "wrong_result"
+    add_core_state_columns(row, turns, round_trip_ref_ns)
     t, row["pytorch_impl"] = median_run(torch_runs)
     row["pytorch_ms"] = t * 1e3 if t else None
     for who, seconds in fastest_process(log).items():
@@ -1695,6 +1804,10 @@ COLUMNS = (
     "speedup_vs_ms_fastest_process", "speedup_vs_pytorch_fastest_process",
     "heronlike_pct_peak_fastest_process", "ms_pct_peak_fastest_process",
     "pytorch_pct_peak_fastest_process",
+    "round_trip_ns_low", "round_trip_ns_median", "round_trip_ns_high", "round_trip_ns_reference",
+    "far_turn_share", "heronlike_near_ms", "ms_near_ms", "heronlike_eq_wall_near_ms",
+    "heronlike_far_ms", "ms_far_ms", "heronlike_eq_wall_far_ms", "speedup_vs_ms_near",
+    "speedup_vs_ms_far",
     "bytes_read", "bytes_written", "memory_floor_ms", "memory_floor_note", "compute_floor_ms",
     "roofline_ms", "bound", "launch_us", "launch_us_median", "launch_ceiling_pct",
     "heronlike_pct_roofline", "ms_pct_roofline", "pytorch_pct_roofline", "numpy_pct_roofline",
@@ -1822,6 +1935,8 @@ SUMMARY_METRICS = (
     ("vs numpy", "speedup_vs_numpy"),
     ("vs MetaSchedule (equal trials), fastest process", "speedup_vs_ms_fastest_process"),
     ("vs PyTorch, fastest process", "speedup_vs_pytorch_fastest_process"),
+    ("vs MetaSchedule (equal trials), turns with the cores near", "speedup_vs_ms_near"),
+    ("vs MetaSchedule (equal trials), turns with the cores far apart", "speedup_vs_ms_far"),
 )
 
 
@@ -2198,6 +2313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"processes, {launch[1]:.2f} µs in the median one",
             flush=True,
         )
+    round_trip_ref = lowest_round_trip(rows) if todo else None
+    if round_trip_ref:
+        print(f"core-to-core round trip: {round_trip_ref:.0f} ns, the lowest so far", flush=True)
     worker = (
         None
         if args.no_metaschedule or not todo
@@ -2206,7 +2324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for spec in todo:
             try:
-                row = run_case(spec, args, mode, tgt, worker, peak, paths["work"], launch)
+                row = run_case(
+                    spec, args, mode, tgt, worker, peak, paths["work"], launch, round_trip_ref
+                )
+                round_trip_ref = lowest_round_trip([row], round_trip_ref)
             except Exception as err:  # noqa: BLE001 - a crashed case is a row saying so
                 bad = f"error: {_short(err)}"
                 row = {"case": parse_case(spec)[0], "heronlike_status": bad, "ms_status": bad}

@@ -23,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import suite  # noqa: E402
+from benchmarks import peak, suite  # noqa: E402
 from heronlike.host import cpu_flags  # noqa: E402
 
 VNNI = suite.Mode("vnni", "dlboost", "VNNI")
@@ -658,6 +658,7 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
     arrays = random_inputs(dag, np.random.default_rng(0))
     kernel = (tuned.kernel.export_library(tmp_path / "k.so"), tuned.space.prepare_args(arrays))
     log: list[dict] = []
+    turns: dict[str, list[tuple[float, float]]] = {}
     timed = suite.time_tvm_kernels(
         {"heronlike": kernel},
         reference_outputs(dag, arrays),
@@ -666,14 +667,51 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
         rounds=2,
         log=log,
         torch_case=("gemm", params),
+        turns=turns,
     )
     assert timed["heronlike"][1] and timed["heronlike"][0] > 0, timed
+    if peak.round_trip_cpus() is not None:  # every sample knows its turn's round trip
+        assert len(turns["heronlike"]) == 2 * suite.HARNESS_SAMPLES, turns
+        assert all(t > 0 and sec > 0 for t, sec in turns["heronlike"])
+        samples = sorted(sec for _, sec in turns["heronlike"])
+        assert samples[len(samples) // 2 - 1] <= timed["heronlike"][0] <= samples[-1]
     seconds, ok, what = timed["pytorch"]
     assert ok and seconds > 0, what
     assert "timed in the kernels' processes" in what and "also:" in what, what
     paths = [e for e in log if e["kernel"].startswith("pytorch ")]
     assert {e["round"] for e in paths} == {0, 1} and len(paths) >= 2 * 3, log
     assert all(e["seconds"] > 0 for e in paths)
+
+
+def test_core_state_columns_split_the_samples_by_their_turns_round_trip() -> None:
+    """Near and far medians per column from ``(round trip ns, seconds)`` samples: far above
+    twice the run's lowest round trip, which may come from an earlier row; a row whose turns
+    were all far is still called far."""
+    turns = {
+        "heronlike": [(100, 1e-3), (120, 1.1e-3), (390, 2e-3), (400, 2.2e-3), (110, 1.2e-3)],
+        "ms": [(100, 1.5e-3), (120, 1.5e-3), (390, 1.6e-3), (400, 1.6e-3), (110, 1.4e-3)],
+    }
+    row = {"heronlike_status": "ok", "ms_status": "ok", "heronlike_eq_wall_status": "ok"}
+    suite.add_core_state_columns(row, turns, reference_ns=150.0)
+    assert row["round_trip_ns_reference"] == 100  # the row's lowest, below the run's
+    assert (row["round_trip_ns_low"], row["round_trip_ns_high"]) == (100, 400)
+    assert row["far_turn_share"] == pytest.approx(0.4)
+    assert row["heronlike_near_ms"] == pytest.approx(1.1) and row["ms_near_ms"] == 1.5
+    assert row["heronlike_far_ms"] == pytest.approx(2.0) and row["ms_far_ms"] == 1.6
+    assert row["speedup_vs_ms_near"] == pytest.approx(1.5 / 1.1)
+    assert row["speedup_vs_ms_far"] == pytest.approx(0.8)
+    assert "heronlike_eq_wall_near_ms" not in row  # not timed
+
+    far_only = {"heronlike": [(390, 2e-3), (400, 2e-3)]}
+    row = {"heronlike_status": "ok"}
+    suite.add_core_state_columns(row, far_only, reference_ns=105.0)
+    assert row["far_turn_share"] == 1.0 and row["heronlike_near_ms"] is None
+    assert row["heronlike_far_ms"] == pytest.approx(2.0) and row["speedup_vs_ms_far"] is None
+
+    row = {"heronlike_status": "ok"}
+    suite.add_core_state_columns(row, {})  # nothing measured: no column
+    assert row == {"heronlike_status": "ok"}
+    assert suite.lowest_round_trip([{"round_trip_ns_low": 130.0}, {}], 150.0) == 130.0
 
 
 def test_each_harness_round_places_the_arguments_its_own_way() -> None:
