@@ -654,6 +654,39 @@ def process_modes_summary(rows: list[Row]) -> list[Row]:
     return out
 
 
+#: tiles of one case timed in the same turns, near and far (benchmarks/core_distance.py)
+CORE_DISTANCE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("tile", "{tile}"),
+    Col("changed from the tuned tile", lambda r: r["changes"] or "—"),
+    Col("parallel tasks", "{parallel_tasks}"),
+    Col("near µs", "{near_us:.2f}"),
+    Col("far µs", "{far_us:.2f}"),
+    Col("far / near", "{far_over_near:.2f}"),
+    Col("turns near / far", "{near_turns} / {far_turns}"),
+    Col("round trip ns, near / far", "{round_trip_near_ns:.0f} / {round_trip_far_ns:.0f}"),
+)
+
+#: suite rows with every harness sample labelled near or far (benchmarks/suite.py)
+SUITE_CORE_STATE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("round trip ns (lowest–highest)", "{round_trip_ns_low:.0f}–{round_trip_ns_high:.0f}"),
+    Col("far turns", lambda r: f"{100 * r['far_turn_share']:.0f} %"),
+    Col("heronlike near / far µs", lambda r: _near_far(r, "heronlike")),
+    Col("MetaSchedule near / far µs", lambda r: _near_far(r, "ms")),
+    Col("heronlike, equal wall time, near / far µs", lambda r: _near_far(r, "heronlike_eq_wall")),
+    Col("vs MetaSchedule, near / far", lambda r: _near_far(r, "speedup_vs_ms", "", 1, 2)),
+    Col("heronlike tuning-time best µs", lambda r: f"{1e3 * r['heronlike_tuning_best_ms']:.1f}"),
+)
+
+
+def _near_far(r: Row, stem: str, ms: str = "_ms", scale: float = 1e3, digits: int = 1) -> str:
+    """``<near> / <far>`` of a suite row's ``<stem>_near<ms>`` and ``<stem>_far<ms>`` (times
+    ``scale``; "—" for a state without samples)."""
+    vals = [r.get(f"{stem}_{state}{ms}") for state in ("near", "far")]
+    return " / ".join("—" if v in (None, "") else f"{scale * v:.{digits}f}" for v in vals)
+
+
 FUSED_PLACEMENT_COLUMNS = (
     Col("case", "{case}"),
     Col("schedule (rank in the tune)", "{schedule_rank}"),
@@ -1431,6 +1464,10 @@ FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
+#: eight of the fair table's cases with every harness sample labelled by the core-to-core round
+#: trip of its turn (2026-12-05)
+SUITE_CORE_STATE_CSV = "suite_core_state-vnni-amd-epyc-zen5-2026-12-05.csv"
+SUITE_CORE_STATE_CMD = "python benchmarks/suite.py --quick --cases C2D2,D2,T2,C3D4,D3,GV2,C2D1,G3"
 #: the fair table on a Zen 3 without VNNI (both tuners on the vpmaddwd intrinsic): 2026-11-27,
 #: before the equal-wall-time column ...
 FAIR_GENERAL_ZEN3_NOV_CSV = "suite_fair-general-vpmaddwd-amd-epyc-zen3-2026-11-27.csv"
@@ -1905,6 +1942,18 @@ TABLES: dict[str, Table] = {
             PROCESS_MODES_COLUMNS,
             "python benchmarks/process_modes.py",
             summary=process_modes_summary,
+        ),
+        Table(  # tiles of C2D2 timed in the same turns, each turn near or far
+            "core-distance",
+            ("core_distance-amd-epyc-f26m2-2026-12-05.csv",),
+            CORE_DISTANCE_COLUMNS,
+            "python benchmarks/core_distance.py",
+        ),
+        Table(  # suite rows, every harness sample labelled near or far
+            "suite-core-state",
+            (SUITE_CORE_STATE_CSV,),
+            SUITE_CORE_STATE_COLUMNS,
+            SUITE_CORE_STATE_CMD,
         ),
         Table(  # the same schedule on the vpmaddwd intrinsic of a CPU without VNNI
             "register-tiles-vpmaddwd-zen3",
