@@ -29,7 +29,11 @@ then timed in one process with their samples taken in turn (each after one untim
 ``HARNESS_ROUNDS`` (5) such processes with their order rotated, the median over all their
 samples; beside it, each column's fastest process (the lowest of its per-process medians,
 ``*_fastest_process_ms``, and the ratios and % of peak from those), since the VM's slow state
-can hold a whole process.
+can hold a whole process. That state is the two vCPUs running on distant cores: before each
+turn the harness measures the core-to-core round trip (:func:`benchmarks.peak.
+core_round_trip_ns`), and each tuned column also gets its median over the turns with the cores
+near and over those with them far (``*_near_ms``, ``*_far_ms``, ``speedup_vs_ms_near`` /
+``_far``; far: above twice the run's lowest round trip; :func:`add_core_state_columns`).
 Taking turns matters on a cloud VM: its shared L3 cache and memory have slow spells of 0.1 s to
 several seconds, invisible from inside the guest (no steal time, no other process; 1.2-1.9x on
 an L3-sized stream, none on a register or L2 loop; Zen 4, 2026-11-28), which had read one
