@@ -671,7 +671,7 @@ CORE_DISTANCE_COLUMNS = (
 SUITE_CORE_STATE_COLUMNS = (
     Col("case", "{case}"),
     Col("round trip ns (lowest–highest)", "{round_trip_ns_low:.0f}–{round_trip_ns_high:.0f}"),
-    Col("far turns", lambda r: f"{100 * r['far_turn_share']:.0f} %"),
+    Col("far turns", lambda r: _share(r.get("far_turn_share"))),
     Col("heronlike near / far µs", lambda r: _near_far(r, "heronlike")),
     Col("MetaSchedule near / far µs", lambda r: _near_far(r, "ms")),
     Col("heronlike, equal wall time, near / far µs", lambda r: _near_far(r, "heronlike_eq_wall")),
@@ -680,10 +680,19 @@ SUITE_CORE_STATE_COLUMNS = (
 )
 
 
+def _share(v: float | str | None) -> str:
+    """A share (0-1) as a whole percentage (an empty cell: :class:`_Empty`)."""
+    if v in (None, ""):
+        raise _Empty
+    return f"{100 * float(v):.0f} %"
+
+
 def _near_far(r: Row, stem: str, ms: str = "_ms", scale: float = 1e3, digits: int = 1) -> str:
     """``<near> / <far>`` of a suite row's ``<stem>_near<ms>`` and ``<stem>_far<ms>`` (times
-    ``scale``; "—" for a state without samples)."""
+    ``scale``; "—" for a state without samples; :class:`_Empty` when both are)."""
     vals = [r.get(f"{stem}_{state}{ms}") for state in ("near", "far")]
+    if all(v in (None, "") for v in vals):
+        raise _Empty
     return " / ".join("—" if v in (None, "") else f"{scale * v:.{digits}f}" for v in vals)
 
 
@@ -1332,6 +1341,14 @@ FAIR_VNNI_LAUNCH_COLUMNS = FAIR_VNNI_TARGET_COLUMNS + (
     Col("% of peak the launch leaves", "{launch_ceiling_pct:.1f}"),
 )
 
+#: ... with every harness sample labelled by the distance between the cores in its turn
+FAIR_VNNI_STATE_COLUMNS = FAIR_VNNI_LAUNCH_COLUMNS + (
+    Col("far turns", lambda r: _share(r.get("far_turn_share"))),
+    Col("heronlike near / far µs", lambda r: _near_far(r, "heronlike")),
+    Col("MetaSchedule near / far µs", lambda r: _near_far(r, "ms")),
+    Col("vs MS near / far", lambda r: _near_far(r, "speedup_vs_ms", "", 1, 2)),
+)
+
 FAIR_VNNI_FASTEST_GEOMEANS = both(
     fair_geomeans(
         (
@@ -1455,6 +1472,8 @@ FAIR_VNNI_ZEN4_DEC_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv"
 FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: the fair table on 2026-12-05, each harness round placing the arguments its own way
 FAIR_VNNI_ZEN5_DEC5_CSV = "suite_fair-placed-vnni-amd-epyc-zen5-2026-12-05.csv"
+#: ... again that morning, every harness sample labelled near or far by its turn's round trip
+FAIR_VNNI_ZEN5_LABELLED_CSV = "suite_fair-labelled-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: the fair table again that evening, with the launch and one-target columns written by suite.py
 FAIR_VNNI_ZEN5_EVENING_CSV = "suite_fair-evening-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: heronlike alone on the 37 GEMM/conv rows, with TVM's parallel launch measured per run
@@ -1763,6 +1782,27 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --trials 16 --batch 8 --no-metaschedule --no-equal-wall "
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
+        ),
+        Table(  # ... on a Zen 5, 2026-12-05, every sample labelled by the distance of the cores
+            "suite-fair-vnni-zen5-2026-12-05-labelled",
+            (FAIR_VNNI_ZEN5_LABELLED_CSV,),
+            FAIR_VNNI_STATE_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=both(
+                fair_geomeans(
+                    (
+                        "speedup_vs_ms",
+                        "speedup_vs_pytorch",
+                        "speedup_vs_ms_at_eq_wall",
+                        "speedup_vs_ms_fastest_process",
+                        "speedup_vs_pytorch_fastest_process",
+                        "speedup_vs_ms_near",
+                        "speedup_vs_ms_far",
+                    )
+                ),
+                peak_counts,
+                convergence_counts,
+            ),
         ),
         Table(  # ... on a Zen 5, 2026-12-05, each harness round placing the arguments its own way
             "suite-fair-vnni-zen5-2026-12-05",
