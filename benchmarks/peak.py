@@ -350,15 +350,25 @@ def _floor_flags() -> list[str]:
     return ["-mavx2"] if "avx2" in flags else []
 
 
+def _shared_library(source: str, flags: list[str]) -> ctypes.CDLL:
+    """C ``source`` built with ``gcc -O2 -fPIC`` and ``flags`` into a shared library and loaded
+    (the files are removed once loaded).
+
+    Raises:
+        subprocess.CalledProcessError: gcc failed.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib = Path(tmp) / "lib.c", Path(tmp) / "lib.so"
+        src.write_text(source)
+        cmd = ["gcc", "-O2", "-fPIC", *flags, "-shared", "-o", str(lib), str(src)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return ctypes.CDLL(str(lib))
+
+
 @functools.cache
 def _floor_library() -> ctypes.CDLL:
     """The memory floor (:data:`_FLOOR_SOURCE`) built and loaded, once per process."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src, lib = Path(tmp) / "floor.c", Path(tmp) / "floor.so"
-        src.write_text(_FLOOR_SOURCE)
-        cmd = ["gcc", "-O2", "-fPIC", "-fopenmp", *_floor_flags(), "-shared", "-o", str(lib)]
-        subprocess.run([*cmd, str(src)], check=True, capture_output=True, text=True)
-        fn = ctypes.CDLL(str(lib))
+    fn = _shared_library(_FLOOR_SOURCE, ["-fopenmp", *_floor_flags()])
     fn.memory_floor.restype = ctypes.c_double
     fn.memory_floor.argtypes = [
         ctypes.c_void_p,
@@ -528,12 +538,7 @@ int core_round_trip(int cpu_a, int cpu_b, long trips, long n_chunks, double *chu
 def _round_trip_library() -> ctypes.CDLL:
     """The core-to-core round trip (:data:`_ROUND_TRIP_SOURCE`) built and loaded, once per
     process."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src, lib = Path(tmp) / "round_trip.c", Path(tmp) / "round_trip.so"
-        src.write_text(_ROUND_TRIP_SOURCE)
-        cmd = ["gcc", "-O2", "-fPIC", "-pthread", "-shared", "-o", str(lib), str(src)]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        fn = ctypes.CDLL(str(lib))
+    fn = _shared_library(_ROUND_TRIP_SOURCE, ["-pthread"])
     fn.core_round_trip.restype = ctypes.c_int
     fn.core_round_trip.argtypes = [
         ctypes.c_int,
