@@ -14,7 +14,9 @@ and the same turns, so every tile meets every state alike:
 Every tile is built, checked against the reference and then timed with the harness's
 interleaved samples (:func:`heronlike.baselines.interleaved_samples`: one sample of each tile
 per turn, at least 10 ms each, the order rotated), for ``--turns`` turns. Before each turn the
-core-to-core round trip is measured; a turn is far when it exceeds twice the lowest of the run.
+core-to-core round trip is measured (the suite's harness worker,
+:func:`benchmarks.suite._tvm_kernels_worker`, does all of this); a turn is far when it exceeds
+twice the lowest of the run (:data:`benchmarks.suite.FAR_ROUND_TRIP_RATIO`).
 
 One row per tile: its parallel tasks (``P``), the median of its samples in near and in far
 turns, their ratio, and the turns of each state.
@@ -55,8 +57,6 @@ DEFAULT_POINTS = (
     "channels_2:v_i0.S0=1,v_i0.S1=56,v_i2.S0=2,v_i2.S1=1",
     "columns_2:v_i0.S0=1,v_i0.S1=56,v_i1.S0=2,v_i1.S1=4",
 )
-#: a turn is far when its round trip exceeds this many times the run's lowest
-FAR_RATIO = 2.0
 
 
 def varied_point(space: Space, base: str, changes: str) -> dict[str, int]:
@@ -83,50 +83,43 @@ def varied_point(space: Space, base: str, changes: str) -> dict[str, int]:
     return point
 
 
-def turns_worker(
-    libraries: list[str], args_path: str, expected_path: str, turns: int
+def time_in_turns(
+    libraries: list[str], args_path: Path, expected_path: Path, turns: int, threads: int
 ) -> tuple[list[list[float]], list[float]]:
-    """Harness child: load each library, place the arguments of ``args_path`` as the harness's
-    round 0 does, poison the outputs, run once and compare with ``expected_path``; then
-    ``turns`` interleaved samples of each (seconds per call), the core-to-core round trip (ns)
-    measured before each turn. Returns ``(samples per library, round trip per turn)``.
+    """The suite's harness worker (:func:`benchmarks.suite._tvm_kernels_worker`) in one fresh
+    process on ``threads`` threads: each library loaded, its arguments of ``args_path`` placed
+    as round 0 places them, its outputs poisoned, run once and compared with
+    ``expected_path``; then ``turns`` interleaved samples of each (seconds per call), the
+    core-to-core round trip (ns) measured before each turn. Returns ``(samples per library,
+    round trip per turn)``.
 
     Raises:
-        RuntimeError: a library's output differs from the reference."""
-    import numpy as np
-    import tvm
+        RuntimeError: a library's output differs from the reference (or it failed to run), or
+            the round trip could not be measured (one CPU, no gcc)."""
+    from heronlike.measure import run_in_subprocess
 
-    from benchmarks.peak import core_round_trip_ns
-    from heronlike.baselines import interleaved_samples
-
-    with np.load(expected_path) as z:
-        expected = {int(k[3:]): z[k] for k in z.files}
-    dev = tvm.cpu()
-    calls, kept = [], []
-    for library in libraries:
-        fn = tvm.runtime.load_module(library)["main"]
-        arrays = suite.poisoned_arguments(args_path, expected)
-        tensors, spacers = suite.placed_tensors(arrays, dev, 0)
-        kept.append(spacers)
-        fn(*tensors)
-        bad = suite.output_problems(tensors, expected)
-        if bad:
-            raise RuntimeError(f"{library}: {'; '.join(bad)}")
-        calls.append(lambda fn=fn, t=tensors: fn(*t))
-    trips: list[float] = []
-
-    def probe() -> None:
-        trips.append(core_round_trip_ns())
-
-    samples = interleaved_samples(calls, turns, before_turn=probe)
-    return samples, trips
+    results, share = run_in_subprocess(
+        suite._worker("_tvm_kernels_worker"),
+        [(library, str(args_path)) for library in libraries],
+        str(expected_path),
+        turns,
+        (),
+        None,
+        0,
+        timeout_s=3600,
+        num_threads=threads,
+    )
+    bad = [f"{lib}: {msg}" for lib, (_, ok, msg) in zip(libraries, results, strict=True) if not ok]
+    if bad:
+        raise RuntimeError("; ".join(bad))
+    if "round_trip_ns" not in share:
+        raise RuntimeError("the core-to-core round trip was not measured before every turn")
+    return [samples for samples, _, _ in results], share["round_trip_ns"]
 
 
 def one_case(spec: str, a, mode: suite.Mode, work: Path) -> list[dict]:  # noqa: ANN001
     """One row per ``--point`` of case ``spec``, all timed in one process."""
     import numpy as np
-
-    from heronlike.measure import run_in_subprocess
 
     case = suite.case_compute(spec, "int8", mode)
     space = generate_space(case.compute, case.target)
@@ -140,16 +133,10 @@ def one_case(spec: str, a, mode: suite.Mode, work: Path) -> list[dict]:  # noqa:
     np.savez(args_path, **{f"arg{i}": x for i, x in enumerate(first)})
     np.savez(exp_path, **{f"arg{i}": x for i, x in expected.items()})
     threads = space.target.cores
-    samples, trips = run_in_subprocess(
-        turns_worker,
-        [str(kernels[name][0]) for name in points],
-        str(args_path),
-        str(exp_path),
-        a.turns,
-        timeout_s=3600,
-        num_threads=threads,
+    samples, trips = time_in_turns(
+        [str(kernels[name][0]) for name in points], args_path, exp_path, a.turns, threads
     )
-    far_ns = FAR_RATIO * min(trips)
+    far_ns = suite.FAR_ROUND_TRIP_RATIO * min(trips)
     near_turns = sum(t <= far_ns for t in trips)
     rows = []
     for (name, point), seconds in zip(points.items(), samples, strict=True):
