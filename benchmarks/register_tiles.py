@@ -4,11 +4,13 @@ Every program shares the schedule of a good G1 kernel (8 × 2 parallel tiles, th
 reduction split 64 × 4 × 4, the cache-tile order, write-back and unroll depth) and differs
 only in its register tile ``m × n`` (``m`` rows by ``n`` vectors of 16 columns: ``m·n``
 ``vpdpbusd`` accumulators), the cache tile taking up the rest. Built on the target with
-``-accumulators=0`` so that tiles below the latency-hiding count
-(:class:`heronlike.rules.latency.HideLatency`) are points of the space; timed by the suite's
-harness (fresh processes, outputs checked, the order rotated each round), PyTorch's int8 paths
-timed in the same processes and turns (its oneDNN capped at AVX512-VNNI on a CPU with AMX, as in
-the suite), its fastest kept.
+``-accumulators=0 -split-axis-ops=0`` (:data:`WHOLE_SPACE`) so that tiles below the
+latency-hiding count (:class:`heronlike.rules.latency.HideLatency`) and, on shapes smaller than
+G1, the schedule's order (its rows, split over the threads, innermost:
+``SplitAxisNotInnermost`` in :mod:`heronlike.rules.parallel`) are points of the space; timed
+by the suite's harness (fresh processes, outputs checked, the order rotated each round),
+PyTorch's int8 paths timed in the same processes and turns (its oneDNN capped at AVX512-VNNI
+on a CPU with AMX, as in the suite), its fastest kept.
 
     python benchmarks/register_tiles.py                        # G1 (GEMM 1024^3), 10 tiles
     taskset -c 0 python benchmarks/register_tiles.py           # ... on one core
@@ -91,6 +93,9 @@ def knobs(
     }
 
 
+#: the target options under which every listed schedule is a point of the space
+WHOLE_SPACE = "-accumulators=0 -split-axis-ops=0"
+
 #: the stage's knobs a register tile sweep keeps from a tuned schedule (the rest is derived)
 TUNED_KNOBS = re.compile(r"^C\.(v_[ijk]\.(S\d|R\d)|order@S1\.v_[ij]|write_back\.pos|unroll)$")
 
@@ -116,7 +121,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     case = suite.case_compute(spec, "int8", mode)
     if case.op != "gemm":
         raise ValueError(f"{spec}: register_tiles.py times GEMMs only, not {case.op}")
-    target = f"{mode.target} -accumulators=0"
+    target = f"{mode.target} {WHOLE_SPACE}"
     spaces = {"": generate_space(case.compute, target)}
     if getattr(a, "compare_widen_a", False):
         spaces = {sfx: generate_space(case.compute, target + opt) for sfx, opt in WIDEN_A.items()}

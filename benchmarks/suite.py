@@ -897,13 +897,27 @@ def add_core_state_columns(
     for who in STATE_COLUMNS:
         if row.get(f"{who}_status") != "ok" or who not in turns:
             continue
-        for state, keep in (("near", lambda t: t <= far), ("far", lambda t: t > far)):
-            got = [sec for t, sec in turns[who] if keep(t)]
-            row[f"{who}_{state}_ms"] = statistics.median_low(got) * 1e3 if got else None
+        for state, sec in zip(("near", "far"), state_medians(turns[who], ref), strict=True):
+            row[f"{who}_{state}_ms"] = sec * 1e3 if sec is not None else None
     for state in ("near", "far"):
         row[f"speedup_vs_ms_{state}"] = _ratio(
             row.get(f"ms_{state}_ms"), row.get(f"heronlike_{state}_ms")
         )
+
+
+def state_medians(
+    pairs: Sequence[tuple[float, float]], reference_ns: float
+) -> tuple[float | None, float | None]:
+    """The median (``median_low``) seconds of ``pairs`` (``(round trip ns, seconds)`` per
+    sample, :func:`time_tvm_kernels`' ``turns``) in near and in far turns: far when the round
+    trip exceeds :data:`FAR_ROUND_TRIP_RATIO` times ``reference_ns``; None for a state without
+    samples."""
+    far = FAR_ROUND_TRIP_RATIO * reference_ns
+    out = []
+    for keep in (lambda t: t <= far, lambda t: t > far):
+        got = [sec for t, sec in pairs if keep(t)]
+        out.append(statistics.median_low(got) if got else None)
+    return out[0], out[1]
 
 
 def lowest_round_trip(
@@ -1096,6 +1110,7 @@ def time_programs(
     work: Path,
     torch_case: tuple[str, dict[str, int]] | None = None,
     notes: dict[str, str] | None = None,
+    turns: dict[str, list[tuple[float, float]]] | None = None,
 ) -> dict[str, float]:
     """Median seconds of each program (``name -> tvm.IRModule`` of ``space``'s layout) over
     ``rounds`` rounds of the harness (:func:`time_tvm_kernels`: fresh processes, every output
@@ -1104,14 +1119,15 @@ def time_programs(
 
     ``torch_case`` ``(op, params)``: PyTorch's int8 paths are timed in the same processes and
     turns, its fastest under ``"pytorch"`` (left out when none ran); ``notes``, if given,
-    receives the text naming that path and the others.
+    receives the text naming that path and the others; ``turns``, if given, each program's
+    ``(core round trip ns, seconds)`` per sample (:func:`time_tvm_kernels`).
 
     Raises:
         RuntimeError: a program failed or differs from the reference.
     """
     kernels, expected = build_programs(programs, space, work)
     results = time_tvm_kernels(
-        kernels, expected, work, space.target.cores, rounds, torch_case=torch_case
+        kernels, expected, work, space.target.cores, rounds, torch_case=torch_case, turns=turns
     )
     out = {}
     for name, (seconds, correct, message) in results.items():

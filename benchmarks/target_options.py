@@ -17,7 +17,10 @@ rotated each round). Per row:
 * ``*_guards``: where the pick guards the padding taps, where the space has the
   ``skip_padding`` knob (``-all-guards``);
 * ``speedup``: ``base_final_ms / option_final_ms`` (> 1: the tune with the option found the
-  faster kernel).
+  faster kernel);
+* ``far_turn_share``, ``*_near_ms`` / ``*_far_ms``, ``speedup_near`` / ``_far``: the same split
+  by the distance between the two cores in each turn of the harness (the round trip probed
+  before it; far above twice the lowest of the run, :func:`benchmarks.suite.state_medians`).
 
     python benchmarks/target_options.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1
     python benchmarks/target_options.py --cases G1 --seeds 1 --trials 8      # a quick look
@@ -66,6 +69,29 @@ def guards(assignment: dict[str, int]) -> str:
     return ",".join(GUARD_PLACES[v] for v in knobs) if knobs else ""
 
 
+def core_states(
+    turns: dict[str, list[tuple[float, float]]], a: argparse.Namespace, seed: int
+) -> dict[str, float | None]:
+    """The side-by-side's columns for the distance between the cores
+    (:func:`benchmarks.suite.add_core_state_columns` alike): ``far_turn_share``,
+    ``option_near_ms`` / ``_far_ms``, ``base_near_ms`` / ``_far_ms`` and ``speedup_near`` /
+    ``_far`` (``base / option``), far meaning a round trip above twice the lowest of the run
+    so far (``a.round_trip_ref``, lowered by these turns); empty where nothing was probed."""
+    trips = [t for pairs in turns.values() for t, _ in pairs]
+    if not trips:
+        return {}
+    a.round_trip_ref = min([t for t in (a.round_trip_ref,) if t] + trips)
+    far = suite.FAR_ROUND_TRIP_RATIO * a.round_trip_ref
+    out: dict[str, float | None] = {"far_turn_share": sum(t > far for t in trips) / len(trips)}
+    for arm in ("option", "base"):
+        near_s, far_s = suite.state_medians(turns.get(f"{arm}-{seed}", []), a.round_trip_ref)
+        out[f"{arm}_near_ms"], out[f"{arm}_far_ms"] = _ms(near_s), _ms(far_s)
+    for state in ("near", "far"):
+        b, o = out[f"base_{state}_ms"], out[f"option_{state}_ms"]
+        out[f"speedup_{state}"] = b / o if b and o else None
+    return out
+
+
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     case = suite.case_compute(spec, "int8", mode)
     targets = {"option": f"{mode.target} {a.options}", "base": mode.target}
@@ -81,8 +107,10 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             f"option-{seed}": opt.space.program(opt.assignment),
             f"base-{seed}": base.space.program(base.assignment),
         }
-        timed = suite.time_programs(programs, base.space, a.rounds, work)
+        turns: dict[str, list[tuple[float, float]]] = {}
+        timed = suite.time_programs(programs, base.space, a.rounds, work, turns=turns)
         opt_ms, base_ms = _ms(timed[f"option-{seed}"]), _ms(timed[f"base-{seed}"])
+        states = core_states(turns, a, seed)
         row = dict(
             case=case.name,
             op=case.op,
@@ -105,6 +133,7 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             base_accumulators=accumulators(base.assignment),
             option_guards=guards(opt.assignment),
             base_guards=guards(base.assignment),
+            **states,
             rounds=a.rounds,
             threads=opt.space.target.cores,
             **machine_stamp(),
@@ -128,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="harness rounds of the side-by-side")
     a = p.parse_args(argv)
     a.baseline_prior = None  # tune_arm's: both arms rank their first round by the target's prior
+    a.round_trip_ref = suite.lowest_round_trip([])  # the near state's round trip, for the labels
     rows, path = suite.run_per_case(a, one_case, "target_options")
     if path is None:
         return 1
@@ -139,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  final kernel, with vs without {a.options}: geomean {suite.geomean(final):.3f}x "
         f"(better on {sum(s > 1 for s in final)}, worse on {sum(s < 1 for s in final)})"
     )
+    for state in ("near", "far"):
+        got = [r[f"speedup_{state}"] for r in rows if r.get(f"speedup_{state}")]
+        if got:
+            print(f"  in {state} turns: geomean {suite.geomean(got):.3f}x over {len(got)} tunes")
     return 0
 
 

@@ -13,8 +13,10 @@ Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per c
 ``-general``, ``-accumulators[=auto|<n>]`` (a register tile of at least that many
 ``vpdpbusd`` accumulators: :attr:`DLBoostTarget.accumulators`) and ``-all-guards=<share>``
 (where the padding taps may also be skipped inside the register tile:
-:attr:`DLBoostTarget.all_guards_min_share`) and ``-widen-a[=0|1]`` (whether ``vpmaddwd`` reads
-A from an int16 copy: :attr:`DLBoostTarget.widen_a`). ``"llvm"`` and ``"x86"``
+:attr:`DLBoostTarget.all_guards_min_share`), ``-widen-a[=0|1]`` (whether ``vpmaddwd`` reads
+A from an int16 copy: :attr:`DLBoostTarget.widen_a`) and ``-split-axis-ops=<n>`` (the stages
+whose cache tile keeps an axis split over the threads out of its innermost loop:
+:attr:`DLBoostTarget.split_axis_max_ops`). ``"llvm"`` and ``"x86"``
 mean ``"dlboost -general"`` (:attr:`name_options`; the same space and records key): the CPU
 target for any compute TVM can build.
 
@@ -63,7 +65,9 @@ from heronlike.rules.latency import HideLatency
 from heronlike.rules.mem_limit import AddMemLimit, Footprint
 from heronlike.rules.pad import PadToIntrinsic
 from heronlike.rules.parallel import (
+    SPLIT_AXIS_MAX_OPS,
     ParallelizeOuter,
+    SplitAxisNotInnermost,
     UnrollDepth,
     UnrollRegisterTile,
     UseAllCores,
@@ -421,7 +425,15 @@ class DLBoostTarget(DLATarget):
     ``-general`` on a CPU without VNNI, onto ``vpmaddwd`` (AVX2 / AVX-512BW)."""
 
     names = ("dlboost", "llvm", "x86")
-    option_names = ("mcpu", "num-cores", "general", "accumulators", "all-guards", "widen-a")
+    option_names = (
+        "mcpu",
+        "num-cores",
+        "general",
+        "accumulators",
+        "all-guards",
+        "widen-a",
+        "split-axis-ops",
+    )
     #: ``"llvm"`` and ``"x86"`` tune any compute: VNNI where a stage maps onto it and the CPU
     #: has it, the general rule set for the rest (``"llvm -general=0"`` is ``"dlboost"``)
     name_options = {"llvm": {"general": True}, "x86": {"general": True}}
@@ -432,6 +444,7 @@ class DLBoostTarget(DLATarget):
         self.requires_intrinsic = not self.general
         self.accumulators  # noqa: B018 (a bad -accumulators fails here, not at tuning)
         self.all_guards_min_share  # noqa: B018 (as is a bad -all-guards)
+        self.split_axis_max_ops  # noqa: B018 (and a bad -split-axis-ops)
 
     @property
     def general(self) -> bool:
@@ -524,6 +537,28 @@ class DLBoostTarget(DLATarget):
             raise UnknownTargetError(f"-all-guards must be a share from 0 to 1, got {value!r}")
         return share
 
+    @property
+    def split_axis_max_ops(self) -> int:
+        """The largest stage, in operations, whose cache tile never walks an axis split over
+        the threads in its innermost loop
+        (:class:`~heronlike.rules.parallel.SplitAxisNotInnermost`): ``-split-axis-ops=<n>``
+        (0: no stage), default :data:`~heronlike.rules.parallel.SPLIT_AXIS_MAX_OPS`.
+
+        Raises:
+            UnknownTargetError: ``-split-axis-ops`` is not a non-negative integer (raised when
+                the target is built).
+        """
+        value = self.options.get("split-axis-ops", SPLIT_AXIS_MAX_OPS)
+        try:
+            ops = int(str(value))
+        except ValueError:
+            ops = -1
+        if ops < 0:
+            raise UnknownTargetError(
+                f"-split-axis-ops must be a non-negative integer (0: no stage), got {value!r}"
+            )
+        return ops
+
     def resolved_options(self) -> dict[str, str | bool]:
         out: dict[str, str | bool] = {"mcpu": self.mcpu, "num-cores": str(self.cores)}
         if self.general:
@@ -532,6 +567,8 @@ class DLBoostTarget(DLATarget):
             out["accumulators"] = str(self.accumulators)
         if self.all_guards_min_share != ALL_GUARDS_MIN_ZERO_SHARE:  # another space
             out["all-guards"] = f"{self.all_guards_min_share:g}"
+        if self.split_axis_max_ops != SPLIT_AXIS_MAX_OPS:  # another space
+            out["split-axis-ops"] = str(self.split_axis_max_ops)
         if self.intrinsics and self.intrinsics[0].a_storage_dtype:  # pre-widened A
             out["widen-a"] = True
         return out
@@ -658,6 +695,7 @@ class DLBoostTarget(DLATarget):
                 ]
             ),
             UseAllCores(),
+            SplitAxisNotInnermost(self.split_axis_max_ops),
             # vpmaddwd's chain is its 1-cycle add: only VNNI needs a latency-hiding tile
             HideLatency(self.accumulators if VNNI in self.intrinsics else 0),
         )

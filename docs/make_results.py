@@ -667,6 +667,76 @@ CORE_DISTANCE_COLUMNS = (
     Col("round trip ns, near / far", "{round_trip_near_ns:.0f} / {round_trip_far_ns:.0f}"),
 )
 
+#: what each tile of core_distance_orders-*.csv is (C2D2's axes: v_i0 rows, v_i1 columns,
+#: v_i2 channel blocks; the cache tile's loops listed outermost first)
+CORE_DISTANCE_ORDERS = {
+    "rows_2": "28 rows per thread; channels, columns, rows (the rows walked 16 times)",
+    "rows_2_rows_outer": "28 rows per thread; rows, columns, channels (walked once)",
+    "rows_2_cols_inner": "28 rows per thread; channels, rows, columns (walked twice)",
+    "cols_14": "14 blocks of 4 columns; rows, channels, columns (2 a walk)",
+    "rows_8_co_2": "8 blocks of 7 rows × 2 of channels; columns, rows, channels",
+    "rows_14": "14 blocks of 4 rows; rows, columns, channels (walked once)",
+    "rows_14_cols_2": "14 blocks of 4 rows × 2 of columns; channels, rows, columns",
+}
+
+CORE_DISTANCE_ORDER_COLUMNS = (
+    Col("case", "{case}"),
+    Col("tile", "{tile}"),
+    Col(
+        "parallel split; cache-tile order, outermost first",
+        lambda r: CORE_DISTANCE_ORDERS[r["tile"]],
+    ),
+    *CORE_DISTANCE_COLUMNS[3:8],
+)
+
+
+def split_axis_by_case(raw: list[Row]) -> list[Row]:
+    """target_options-*.csv of a ``-split-axis-ops=0`` run, from the rule's side: per case,
+    the default space's picks ("rule", the ``base`` arm) against the whole space's ("whole",
+    the option's arm): median final µs of each, geomeans of whole / rule over all turns, near
+    turns and far turns (tunes with turns of that state), and the tunes the rule made faster;
+    then the same over every tune."""
+
+    def summary(rs: list[Row]) -> Row:
+        ratio = {
+            state: [r[f"option_{key}_ms"] / r[f"base_{key}_ms"] for r in rs
+                    if r.get(f"option_{key}_ms") and r.get(f"base_{key}_ms")]
+            for state, key in (("all", "final"), ("near", "near"), ("far", "far"))
+        }  # fmt: skip
+        return {
+            "tunes": len(rs),
+            "far_share": statistics.fmean(r["far_turn_share"] for r in rs),
+            "rule_us": 1e3 * _median(rs, "base_final_ms"),
+            "whole_us": 1e3 * _median(rs, "option_final_ms"),
+            **{f"{k}_ratio": _gm(v) if v else None for k, v in ratio.items()},
+            **{f"{k}_tunes": len(v) for k, v in ratio.items()},
+            "better": sum(v > 1 for v in ratio["all"]),
+        }
+
+    out = [head | summary(rs) for head, rs in _by_case(raw)]
+    out.append({"_summary": True, "case": f"all {len(raw)} tunes"} | summary(raw))
+    return out
+
+
+def _ratio_over(state: str) -> Callable[[Row], str]:
+    def cell(r: Row) -> str:
+        if r.get(f"{state}_ratio") is None:
+            raise _Empty
+        return f"{r[f'{state}_ratio']:.3f} ({r[f'{state}_tunes']})"
+
+    return cell
+
+
+SPLIT_AXIS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("share of far turns", lambda r: _share(r["far_share"])),
+    Col("final µs, rule / whole space (median)", "{rule_us:.1f} / {whole_us:.1f}"),
+    Col("rule's speed, all turns (tunes)", _ratio_over("all")),
+    Col("in near turns", _ratio_over("near")),
+    Col("in far turns", _ratio_over("far")),
+    Col("tunes faster with the rule", "{better} of {tunes}"),
+)
+
 #: suite rows with every harness sample labelled near or far (benchmarks/suite.py)
 SUITE_CORE_STATE_COLUMNS = (
     Col("case", "{case}"),
@@ -1981,6 +2051,23 @@ TABLES: dict[str, Table] = {
             ("core_distance-amd-epyc-f26m2-2026-12-05.csv",),
             CORE_DISTANCE_COLUMNS,
             "python benchmarks/core_distance.py",
+        ),
+        Table(  # C2D2's and D2's tiles: the same split walked in other orders, near and far
+            "core-distance-orders",
+            ("core_distance_orders-amd-epyc-f26m2-2026-12-05.csv",),
+            CORE_DISTANCE_ORDER_COLUMNS,
+            "python benchmarks/core_distance.py --cases C2D2,D2 --turns 1500 --point rows_2: "
+            "--point rows_2_rows_outer:order@S1.v_i0=1,order@S1.v_i1=2,order@S1.v_i2=3 "
+            "--point rows_2_cols_inner:order@S1.v_i0=2,order@S1.v_i1=3,order@S1.v_i2=1 "
+            "(and the other four tiles' knobs, in the CSV's changes column)",
+        ),
+        Table(  # tunes in the default space (SplitAxisNotInnermost) and in the whole one
+            "split-axis-rule",
+            ("target_options_split_axis-amd-epyc-f26m2-2026-12-05.csv",),
+            SPLIT_AXIS_COLUMNS,
+            "python benchmarks/target_options.py --options=-split-axis-ops=0 --seeds 3 "
+            "--cases C2D2,D2,T2,C2D4,C2D6,C3D6,D4,D6,C3D4,C3D2,T4,T6,S2",
+            rows=split_axis_by_case,
         ),
         Table(  # suite rows, every harness sample labelled near or far
             "suite-core-state",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from heronlike.csp import CSP, In, Le, Prod, Select
+from heronlike.csp import CSP, In, Le, Operand, Prod, Select
 from heronlike.template import Ref, Sym
 
 from .base import ConstraintRule, Rule, RuleContext
@@ -170,6 +170,80 @@ class UseAllCores(ConstraintRule):
         ctx.csp.add(Select(high, serial, (hi, 1)))
         ctx.csp.add(Le(low, extent))
         ctx.csp.add(Le(extent, high))
+
+
+#: :class:`SplitAxisNotInnermost`'s default largest stage, in operations (67 M: about 31 µs on
+#: two Zen 5 cores at VNNI's peak; the walks cost C2D2 about 13 µs a call with its cores far)
+SPLIT_AXIS_MAX_OPS = 1 << 26
+
+
+class SplitAxisNotInnermost(ConstraintRule):
+    """C6 AddDLASpecific (threads' blocks): in a stage of at most ``max_ops`` operations, an
+    axis whose parallel (``S0``) part has more than one iteration is not walked by the
+    innermost loop of the cache tile's order (``order@S1``, :mod:`heronlike.rules.tiling`)
+    unless that loop has one iteration. Such an order walks the axis again and again up to
+    the edge of the block a thread owns, and each walk ends where the other thread's block
+    begins. On a 2-vCPU Zen 5 VM whose two cores are sometimes distant (a cache line's round
+    trip 4x longer, ``benchmarks/peak.py``'s ``core_round_trip_ns``), C2D2 (a 56 x 56 1 x 1
+    convolution, 13 µs) with its 28 output rows per thread walked innermost read 13.1 µs near
+    and 26.7 µs far; the same tile with the rows walked outermost 12.8 and 14.1 µs, and D2
+    alike (``benchmarks/core_distance.py``, docs/results.md "Parallel kernels and the
+    distance between the cores"). The cost is about a constant per call, so only small
+    stages lose an order by it: larger ones keep every order their cache tiles may want.
+
+    Encoded with the six kinds: ``w = SELECT(position, (1, …, 1, S1))`` is the axis's ``S1``
+    extent when the loop is innermost (position ``n``) and 1 otherwise; ``cap =
+    SELECT(S0, (hi, hi, 1, …, 1))`` is 1 when the ``S0`` part has 2 or more iterations;
+    ``LE(w, cap)``.
+
+    Args:
+        max_ops: the largest stage (2 operations per multiply-add: twice the product of its
+            axis extents) the rule constrains; 0 constrains none.
+    """
+
+    name = "C6.SplitAxisNotInnermost"
+
+    def __init__(self, max_ops: int = SPLIT_AXIS_MAX_OPS) -> None:
+        self.max_ops = max_ops
+
+    def constrain(self, ctx: RuleContext) -> None:
+        csp = ctx.csp
+        for stage, st in ctx.states.items():
+            order = st.extra.get("order@S1")
+            if order is None or 2 * math.prod(a.extent for a in st.stage.axes) > self.max_ops:
+                continue
+            split = parallel_parts(ctx, stage)
+            by_sym = {lp.sym: lp for lp in st.loops}
+            n = len(order.positions)
+            for position, sym in zip(order.positions, order.options, strict=True):
+                lp = by_sym.get(sym.name)
+                part = split.get(lp.axis) if lp is not None else None
+                if lp is None or not isinstance(part, str) or isinstance(lp.extent, int):
+                    continue  # no loop of the order, or an axis no parallel part splits
+                hi_walk, hi_part = csp.vars[lp.extent].hi, csp.vars[part].hi
+                if hi_part < 2 or hi_walk < 2:
+                    continue
+                walk = csp.var(f"{stage}.walk@S1.{lp.axis}", 1, hi_walk, doc="innermost S1 walk")
+                cap = csp.var(f"{stage}.walk@S1.{lp.axis}.max", 1, hi_walk, doc="longest walk")
+                csp.add(Select(walk, position, (1,) * n + (lp.extent,)))
+                csp.add(Select(cap, part, (hi_walk, hi_walk) + (1,) * (hi_part - 1)))
+                csp.add(Le(walk, cap))
+
+
+def parallel_parts(ctx: RuleContext, stage: str) -> dict[str, Operand]:
+    """Each axis of ``stage``'s parallel loop (``P``, fused by :class:`ParallelizeOuter`) and
+    the extent of its part of that loop (a variable or a constant): the factors of the loop's
+    C2 AddLoopFuse, in the order of the fused axes. Empty without a parallel loop."""
+    for lp in ctx.states[stage].loops:
+        if lp.level != "P":
+            continue
+        axes = lp.axis.split("+")
+        if len(axes) == 1:
+            return {axes[0]: lp.extent}
+        for c in ctx.csp.constraints:
+            if isinstance(c, Prod) and c.target == lp.extent and len(c.factors) == len(axes):
+                return dict(zip(axes, c.factors, strict=True))
+    return {}
 
 
 def balance(extent: int, cores: int) -> float:

@@ -18,11 +18,12 @@ from heronlike.sampler import RandSAT  # noqa: E402
 from heronlike.space import generate_space  # noqa: E402
 
 TARGET = "dlboost -mcpu=cascadelake -num-cores=2"  # compiled only: any x86 host
+WHOLE = f"{TARGET} {register_tiles.WHOLE_SPACE}"  # every listed schedule is a point of it
 
 
 def test_every_listed_tile_is_a_point_differing_only_in_its_tile() -> None:
     params = {"M": 256, "N": 512, "K": 128}
-    space = generate_space(ops.gemm(**params, dtype="int8"), f"{TARGET} -accumulators=0")
+    space = generate_space(ops.gemm(**params, dtype="int8"), WHOLE)
     tiles = [tuple(int(v) for v in t.split("x")) for t in register_tiles.TILES.split(",")]
     points = []
     for m, n in tiles:
@@ -44,7 +45,7 @@ def test_a_tuned_schedule_keeps_all_but_its_register_tile() -> None:
     is a point of the space whose other knobs (parallel, reduction, order, unroll) are the
     schedule's, each axis's S1 × S2 unchanged."""
     params = {"M": 32, "N": 1024, "K": 256}
-    space = generate_space(ops.gemm(**params, dtype="int8"), f"{TARGET} -accumulators=0")
+    space = generate_space(ops.gemm(**params, dtype="int8"), WHOLE)
     tuned = space.csp.complete(
         {"C.v_i.S0": 1, "C.v_i.S1": 8, "C.v_i.S2": 4, "C.v_j.S0": 4, "C.v_j.S1": 4,
          "C.v_j.S2": 4, "C.v_k.R0": 16, "C.v_k.R1": 4, "C.order@S1.v_i": 2,
@@ -71,7 +72,8 @@ def test_vpmaddwd_tiles_are_points_of_the_general_target() -> None:
     split by the ``vpmaddwd`` intrinsic's 8 lanes × 2: every listed tile is a point."""
     params = {"M": 256, "N": 512, "K": 128}
     space = generate_space(
-        ops.gemm(**params, dtype="int8"), "llvm -mcpu=znver3 -num-cores=2 -accumulators=0"
+        ops.gemm(**params, dtype="int8"),
+        "llvm -mcpu=znver3 -num-cores=2 " + register_tiles.WHOLE_SPACE,
     )
     assert [i.name for i in space.target.intrinsics if i.a_dtype == "uint8"] == [
         "heronlike_avx2_pmaddwd_8x2_s16s8s32"  # A read from the kernel's int16 copy

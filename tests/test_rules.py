@@ -576,6 +576,43 @@ def test_parallel_extents_are_balanced_over_the_cores() -> None:
     assert balance(3, 2) == 0.75 and balance(9, 2) == 0.9 and balance(6, 4) == 0.75
 
 
+def test_a_small_stage_never_walks_an_axis_split_over_the_threads_innermost() -> None:
+    """C6 SplitAxisNotInnermost: in a stage of at most 2**26 operations, an axis whose parallel
+    part has 2 or more iterations is the innermost loop of the cache tile's order only with one
+    iteration there. Every sampled point of C2D2's space (a 56 x 56 x 64 -> 64 1 x 1
+    convolution) holds it and its kernels are exact; C2D2's tuned tile of 2026-12-05 (28 rows
+    per thread, walked innermost) is a point only of the space with -split-axis-ops=0, and a
+    large GEMM's space has no such constraint."""
+    target = "dlboost" if host_has_vnni() else "llvm"
+    compute = ops.c2d(1, 56, 56, 64, 64, 1, 1)
+    space = generate_space(compute, target)
+    whole = generate_space(compute, f"{target} -split-axis-ops=0")
+    assert whole.target.key != space.target.key and set(whole.csp.knobs) == set(space.csp.knobs)
+    assert not any("walk@S1" in v for v in whole.csp.vars)
+    order = sorted(k for k in space.csp.knobs if ".order@S1." in k)
+    assert len(order) == 3, order
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (1, 56, 56, 64), dtype=np.uint8)
+    w = rng.integers(-128, 128, (64, 1, 1, 64), dtype=np.int8)
+    expected = np.einsum("nhwc,oc->nhwo", x.astype(np.int64), w[:, 0, 0].astype(np.int64))
+    points = RandSAT(space.csp, seed=3).sample(24)
+    for i, a in enumerate(points):
+        assert space.csp.violations(a) == []
+        inner = max(order, key=lambda k: a[k]).rsplit(".", 1)[1]
+        assert a[f"Y.{inner}.S0"] == 1 or a[f"Y.{inner}.S1"] == 1, a
+        if i < 2:
+            kernel = BuiltKernel(space, a, space.target.tvm_target())
+            np.testing.assert_array_equal(kernel(x, w), expected)
+    walk = [Eq("Y.order@S1.v_i0", 3), Eq("Y.v_i0.S0", 2), Eq("Y.v_i0.S1", 28)]
+    (rows_inner,) = RandSAT(whole.csp, seed=4).sample(1, extra=walk)
+    knobs = {k: rows_inner[k] for k in whole.csp.knobs}
+    assert whole.csp.complete(knobs) is not None and space.csp.complete(knobs) is None
+    big = generate_space(ops.gemm(1024, 1024, 1024), target)
+    assert not any("walk@S1" in v for v in big.csp.vars)
+    with pytest.raises(UnknownTargetError, match="split-axis-ops"):
+        get_target("dlboost -split-axis-ops=-1")
+
+
 def test_two_tensorized_stages_share_one_packed_weight() -> None:
     """Two products that read one weight (``C = X1 W^T`` and ``D = X2 W^T``, then ``C + D``):
     both stages are tensorized and the weight is packed once, in the layout both read; the
