@@ -1554,6 +1554,8 @@ FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
+#: the 13 small cases whose space SplitAxisNotInnermost changes, tuned again with it (2026-12-05)
+SUITE_SPLIT_AXIS_CSV = "suite_split_axis-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: eight of the fair table's cases with every harness sample labelled by the core-to-core round
 #: trip of its turn (2026-12-05)
 SUITE_CORE_STATE_CSV = "suite_core_state-vnni-amd-epyc-zen5-2026-12-05.csv"
@@ -2068,6 +2070,19 @@ TABLES: dict[str, Table] = {
             "python benchmarks/target_options.py --options=-split-axis-ops=0 --seeds 3 "
             "--cases C2D2,D2,T2,C2D4,C2D6,C3D6,D4,D6,C3D4,C3D2,T4,T6,S2",
             rows=split_axis_by_case,
+        ),
+        Table(  # the small cases again, with SplitAxisNotInnermost, every sample labelled
+            "suite-split-axis",
+            (SUITE_SPLIT_AXIS_CSV,),
+            FAIR_VNNI_STATE_COLUMNS,
+            "python benchmarks/suite.py --quick "
+            "--cases C2D2,D2,T2,C2D4,C2D6,C3D6,D4,D6,C3D4,C3D2,T4,T6,S2",
+            summary=both(
+                fair_geomeans(
+                    (*FAIR_VNNI_FASTEST_SPEEDUPS, "speedup_vs_ms_near", "speedup_vs_ms_far")
+                ),
+                peak_counts,
+            ),
         ),
         Table(  # suite rows, every harness sample labelled near or far
             "suite-core-state",
