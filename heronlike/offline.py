@@ -259,7 +259,7 @@ def bundle_assignments(
         if misfits:
             failed[cid] = "not a valid assignment of this space: " + "; ".join(misfits[:3])
     ids = [cid for cid in assignments if cid not in failed]
-    proposals = [dict(assignments[i]) for i in ids]
+    proposals = [space.fit(assignments[i]) or {} for i in ids]  # each completed in this space
     builder = space.target.make_builder(timeout_s=build_timeout_s)
     try:
         built = _build(space, proposals, builder)

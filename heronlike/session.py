@@ -23,7 +23,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -612,6 +612,7 @@ class TuningSession:
                     r.trial_index not in self._foreign_index and not space.misfits(r.assignment)
                 ),
             )
+            top, _ = _split_misfits(space, top)  # each with today's derived variables
             if isinstance(self.measurer, HardwareMeasurer) and self.data is not None:
                 result = _finish(
                     space,
@@ -692,7 +693,11 @@ def _split_misfits(
     shown to the explorer or reported as today's best."""
     fitting, misfits = [], []
     for rec in records:
-        (misfits if space.misfits(rec.assignment) else fitting).append(rec)
+        point = space.fit(rec.assignment)
+        if point is None:
+            misfits.append(rec)
+        else:  # with the variables today's space derives from its knobs
+            fitting.append(rec if point == rec.assignment else replace(rec, assignment=point))
     return fitting, misfits
 
 

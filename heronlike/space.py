@@ -68,15 +68,37 @@ class Space:
     def misfits(self, assignment: Mapping[str, int]) -> list[str]:
         """Why ``assignment`` (e.g. a stored record's) is not a valid point of this space, as
         text: variables it lacks or has beyond the CSP's, and every range or constraint it
-        breaks; empty when it fits. A record of an older space (other rules, other limits)
-        must be checked with this before it is rebuilt."""
+        breaks; empty when it fits (:meth:`fit`). A record of an older space (other rules,
+        other limits) must be checked with this before it is rebuilt."""
+        if self.fit(assignment) is not None:
+            return []
         missing = sorted(set(self.csp.vars) - set(assignment))
         extra = sorted(set(assignment) - set(self.csp.vars))
         out = [f"missing variable {v}" for v in missing[:5]]
         out += [f"unknown variable {v}" for v in extra[:5]]
         if not missing:
             out += self.csp.violations(assignment)
+        elif not extra and not set(missing) & set(self.csp.knobs):
+            out.append("its knobs are no point of this space")
         return out
+
+    def fit(self, assignment: Mapping[str, int]) -> dict[str, int] | None:
+        """``assignment`` as a point of this space, or None when it is none: itself when it
+        names exactly the CSP's variables and breaks nothing; when it lacks only derived
+        variables (a space whose rules added some, e.g. a new constraint's), the point its
+        knobs complete to (:meth:`CSP.complete`), provided every variable it has keeps its
+        value there. What a stored record is rebuilt, replayed or ranked with."""
+        names, have = set(self.csp.vars), set(assignment)
+        if have - names:
+            return None
+        if have == names:
+            return None if self.csp.violations(assignment) else dict(assignment)
+        if (names - have) & set(self.csp.knobs):
+            return None
+        point = self.csp.complete({k: int(assignment[k]) for k in self.csp.knobs})
+        if point is None or any(point[k] != assignment[k] for k in have):
+            return None
+        return point
 
     def apply(self, assignment: Mapping[str, int]) -> s_tir.Schedule:
         """The candidate program for ``assignment`` as a TVM schedule.

@@ -216,7 +216,7 @@ def apply_best(
                 f"{db.path} has no valid trial of workload {space.workload_key} on "
                 f"{space.target.key}{why}; it holds: {known or 'nothing'}"
             )
-        return BuiltKernel(space, best.assignment, space.target.tvm_target())
+        return BuiltKernel(space, space.fit(best.assignment) or {}, space.target.tvm_target())
     finally:
         if not isinstance(records, Records):
             db.close()

@@ -613,6 +613,29 @@ def test_a_small_stage_never_walks_an_axis_split_over_the_threads_innermost() ->
         get_target("dlboost -split-axis-ops=-1")
 
 
+def test_a_record_without_a_new_rules_variables_is_read_by_its_knobs() -> None:
+    """Space.fit: a stored assignment that lacks only variables today's rules derive (one
+    recorded before SplitAxisNotInnermost) completes from its knobs to today's point and is
+    no misfit; one whose knobs today's constraints rule out is a misfit that says so; one
+    naming a variable the space does not have, or lacking a knob, is a misfit."""
+    target = "dlboost" if host_has_vnni() else "llvm"
+    compute = ops.c2d(1, 56, 56, 64, 64, 1, 1)
+    space = generate_space(compute, target)
+    whole = generate_space(compute, f"{target} -split-axis-ops=0")
+    (point,) = RandSAT(space.csp, seed=5).sample(1)
+    old = {k: v for k, v in point.items() if "walk@S1" not in k}  # as recorded before the rule
+    assert old != point and space.fit(old) == point and space.misfits(old) == []
+    assert space.fit(point) == point
+    walk = [Eq("Y.order@S1.v_i0", 3), Eq("Y.v_i0.S0", 2), Eq("Y.v_i0.S1", 28)]
+    (ruled_out,) = RandSAT(whole.csp, seed=6).sample(1, extra=walk)
+    assert space.fit(ruled_out) is None
+    assert "its knobs are no point of this space" in space.misfits(ruled_out)
+    assert space.misfits({**point, "Y.no_such_var": 1}) == ["unknown variable Y.no_such_var"]
+    knob = space.csp.knobs[0]
+    lacking = {k: v for k, v in old.items() if k != knob}
+    assert space.fit(lacking) is None and f"missing variable {knob}" in space.misfits(lacking)
+
+
 def test_two_tensorized_stages_share_one_packed_weight() -> None:
     """Two products that read one weight (``C = X1 W^T`` and ``D = X2 W^T``, then ``C + D``):
     both stages are tensorized and the weight is packed once, in the layout both read; the

@@ -17,7 +17,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,11 @@ def best_usable_trial(db: Records, space: Any, versions: Mapping[str, str]) -> T
         same = v is None or all(v.get(k) == versions.get(k) for k in VERSION_KEYS)
         return same and not space.misfits(r.assignment)
 
-    return db.chosen(wk, tk, where=usable)
+    best = db.chosen(wk, tk, where=usable)
+    if best is None:
+        return None
+    point = space.fit(best.assignment)  # with the variables today's space derives from its knobs
+    return best if point == best.assignment else replace(best, assignment=point)
 
 
 def _symbol(op: str, index: int, params: Mapping[str, int], dtype: str) -> str:
