@@ -690,7 +690,9 @@ def _split_misfits(
     """``records`` as ``(fitting, misfits)``: a misfit's assignment is not a point of today's
     space (:meth:`~heronlike.space.Space.misfits`: recorded when the target's rules, intrinsics
     or limits were others, by the same heronlike and TVM versions), so it cannot be rebuilt,
-    shown to the explorer or reported as today's best."""
+    shown to the explorer or reported as today's best. A fitting record carries its point of
+    today's space (:meth:`~heronlike.space.Space.fit`: with the variables today's rules derive
+    from its knobs, where it was recorded without them)."""
     fitting, misfits = [], []
     for rec in records:
         point = space.fit(rec.assignment)
