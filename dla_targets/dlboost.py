@@ -322,6 +322,21 @@ def _flag(value: str | bool) -> bool:
     return value is True or str(value).lower() in ("1", "true", "yes", "on")
 
 
+def _count(value: str | bool | int, option: str, meaning: str) -> int:
+    """A non-negative integer target option's value.
+
+    Raises:
+        UnknownTargetError: ``value`` is not one, naming ``-option`` and what 0 means.
+    """
+    try:
+        count = int(str(value))
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise UnknownTargetError(f"-{option} must be {meaning}, got {value!r}")
+    return count
+
+
 def _cache_bytes(level: int, default: int) -> int:
     """Per-core data/unified cache size of ``level`` from sysfs, in bytes."""
     root = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -503,16 +518,7 @@ class DLBoostTarget(DLATarget):
         if value is True or str(value).lower() == "auto":
             latency = _VNNI_LATENCY.get(self.mcpu, _DEFAULT_VNNI_LATENCY)
             return latency * self.ops_per_cycle() // _VNNI_OPS
-        try:
-            count = int(str(value))
-        except ValueError:
-            count = -1
-        if count < 0:
-            raise UnknownTargetError(
-                "-accumulators must be auto or a non-negative integer (0: no constraint), "
-                f"got {value!r}"
-            )
-        return count
+        return _count(value, "accumulators", "auto or a non-negative integer (0: no constraint)")
 
     @property
     def all_guards_min_share(self) -> float:
@@ -549,15 +555,7 @@ class DLBoostTarget(DLATarget):
                 the target is built).
         """
         value = self.options.get("split-axis-ops", SPLIT_AXIS_MAX_OPS)
-        try:
-            ops = int(str(value))
-        except ValueError:
-            ops = -1
-        if ops < 0:
-            raise UnknownTargetError(
-                f"-split-axis-ops must be a non-negative integer (0: no stage), got {value!r}"
-            )
-        return ops
+        return _count(value, "split-axis-ops", "a non-negative integer (0: no stage)")
 
     def resolved_options(self) -> dict[str, str | bool]:
         out: dict[str, str | bool] = {"mcpu": self.mcpu, "num-cores": str(self.cores)}
