@@ -187,8 +187,8 @@ class SplitAxisNotInnermost(ConstraintRule):
     trip 4x longer, ``benchmarks/peak.py``'s ``core_round_trip_ns``), C2D2 (a 56 x 56 1 x 1
     convolution, 13 µs) with its 28 output rows per thread walked innermost read 13.1 µs near
     and 26.7 µs far; the same tile with the rows walked outermost 12.8 and 14.1 µs, and D2
-    alike (``benchmarks/core_distance.py``, docs/results.md "Parallel kernels and the
-    distance between the cores"). The cost is about a constant per call, so only small
+    alike (``benchmarks/core_distance.py``, docs/results.md "Walking the split axis
+    innermost"). The cost is about a constant per call, so only small
     stages lose an order by it: larger ones keep every order their cache tiles may want.
 
     Encoded with the six kinds: ``w = SELECT(position, (1, …, 1, S1))`` is the axis's ``S1``
