@@ -887,13 +887,11 @@ def add_core_state_columns(
     trips = [t for pairs in turns.values() for t, _ in pairs]
     if not trips:
         return
-    ref = min([t for t in (reference_ns,) if t] + trips)
+    ref, row["far_turn_share"] = turn_reference(trips, reference_ns)
     row["round_trip_ns_low"] = min(trips)
     row["round_trip_ns_median"] = statistics.median(trips)
     row["round_trip_ns_high"] = max(trips)
     row["round_trip_ns_reference"] = ref
-    far = FAR_ROUND_TRIP_RATIO * ref
-    row["far_turn_share"] = sum(t > far for t in trips) / len(trips)
     for who in STATE_COLUMNS:
         if row.get(f"{who}_status") != "ok" or who not in turns:
             continue
@@ -903,6 +901,15 @@ def add_core_state_columns(
         row[f"speedup_vs_ms_{state}"] = _ratio(
             row.get(f"ms_{state}_ms"), row.get(f"heronlike_{state}_ms")
         )
+
+
+def turn_reference(trips: Sequence[float], reference_ns: float | None) -> tuple[float, float]:
+    """``(reference, far share)`` of the round trips ``trips`` (ns, one per sample; not
+    empty): the lower of ``reference_ns`` (None: none) and their lowest, and the share of them
+    above :data:`FAR_ROUND_TRIP_RATIO` times that (the far samples)."""
+    ref = min([t for t in (reference_ns,) if t] + list(trips))
+    far = FAR_ROUND_TRIP_RATIO * ref
+    return ref, sum(t > far for t in trips) / len(trips)
 
 
 def state_medians(

@@ -80,9 +80,8 @@ def core_states(
     trips = [t for pairs in turns.values() for t, _ in pairs]
     if not trips:
         return {}
-    a.round_trip_ref = min([t for t in (a.round_trip_ref,) if t] + trips)
-    far = suite.FAR_ROUND_TRIP_RATIO * a.round_trip_ref
-    out: dict[str, float | None] = {"far_turn_share": sum(t > far for t in trips) / len(trips)}
+    a.round_trip_ref, share = suite.turn_reference(trips, a.round_trip_ref)
+    out: dict[str, float | None] = {"far_turn_share": share}
     for arm in ("option", "base"):
         near_s, far_s = suite.state_medians(turns.get(f"{arm}-{seed}", []), a.round_trip_ref)
         out[f"{arm}_near_ms"], out[f"{arm}_far_ms"] = _ms(near_s), _ms(far_s)
