@@ -190,6 +190,12 @@ class TrialRecord:
             and self.latency_s >= 0.0
         )
 
+    def at(self, point: Mapping[str, int]) -> TrialRecord:
+        """This record with ``point`` as its assignment (itself when they are equal): the
+        record as today's space reads it (:meth:`heronlike.space.Space.fit`, which completes
+        an assignment recorded without the variables today's rules derive from its knobs)."""
+        return self if point == self.assignment else replace(self, assignment=dict(point))
+
     def to_json_dict(self) -> dict[str, Any]:
         """The record as a plain JSON-ready dict (``ok`` included), as written by export."""
         d = asdict(self)

@@ -23,7 +23,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -698,8 +698,8 @@ def _split_misfits(
         point = space.fit(rec.assignment)
         if point is None:
             misfits.append(rec)
-        else:  # with the variables today's space derives from its knobs
-            fitting.append(rec if point == rec.assignment else replace(rec, assignment=point))
+        else:
+            fitting.append(rec.at(point))
     return fitting, misfits
 
 

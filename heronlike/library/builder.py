@@ -17,7 +17,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +124,8 @@ def best_usable_trial(db: Records, space: Any, versions: Mapping[str, str]) -> T
     best = db.chosen(wk, tk, where=usable)
     if best is None:
         return None
-    point = space.fit(best.assignment)  # with the variables today's space derives from its knobs
-    return best if point == best.assignment else replace(best, assignment=point)
+    point = space.fit(best.assignment)
+    return best.at(point) if point is not None else None
 
 
 def _symbol(op: str, index: int, params: Mapping[str, int], dtype: str) -> str:
