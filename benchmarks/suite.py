@@ -42,7 +42,9 @@ gives every round's readings (median, fastest and slowest sample) and what else 
 meanwhile; ``harness_children`` the suite's live child processes at timing time.
 PyTorch gets as many processes, interleaved with those (after the kernels' process in even
 rounds, before it in odd ones), and the median over them, so that a slow stretch of the
-machine meets both alike; numpy, the reference, one process.
+machine meets both alike; its fastest path's samples are labelled near or far the same way
+(``pytorch_near_ms``, ``pytorch_far_ms``, ``speedup_vs_pytorch_near`` / ``_far``); numpy, the
+reference, one process.
 
 **Same shape for everyone (padding).** Where heronlike would pad a shape to the VNNI tile
 (``n % 16``, ``k % 4``: G3 and G5 with N = 1000), the case runs the padded shape for *every*
@@ -117,7 +119,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from heronlike.baselines import VNNI_ONEDNN_ISA, torch_paths_worker
+from heronlike.baselines import VNNI_ONEDNN_ISA
 from heronlike.ops import OPERATORS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -871,36 +873,46 @@ def add_core_state_columns(
     row: dict[str, Any],
     turns: dict[str, list[tuple[float, float]]],
     reference_ns: float | None = None,
+    pytorch: Sequence[tuple[float, float]] = (),
 ) -> None:
     """The row's columns for the distance between the cores during the harness's turns
-    (``turns``: :func:`time_tvm_kernels`' ``(round trip ns, seconds)`` per sample and kernel).
+    (``turns``: :func:`time_tvm_kernels`' ``(round trip ns, seconds)`` per sample and kernel;
+    ``pytorch``: the same pairs of PyTorch's fastest path in its own processes,
+    :func:`time_pytorch`).
 
-    ``round_trip_ns_low`` / ``_median`` / ``_high`` over all turns; ``round_trip_ns_reference``:
-    the lower of ``reference_ns`` and this row's lowest; a turn is far when its round trip
-    exceeds :data:`FAR_ROUND_TRIP_RATIO` times that, and ``far_turn_share`` is the share of far
-    samples. For each of :data:`STATE_COLUMNS` timed: ``<who>_near_ms`` and ``<who>_far_ms``,
-    the median of its samples in near and in far turns (None where it had none), and the
-    ratios ``speedup_vs_ms_near`` / ``_far`` from them. A kernel that splits its work into a
-    few contiguous blocks per thread can run up to 2x slower in far turns while another keeps
-    its speed (``docs/results.md``, "Parallel kernels and the distance between the cores"), so
-    a row whose turns were mostly far compares other kernels than a mostly near one."""
+    ``round_trip_ns_low`` / ``_median`` / ``_high`` over the kernels' turns;
+    ``round_trip_ns_reference``: the lowest of ``reference_ns`` and every round trip of the
+    row (PyTorch's too); a turn is far when its round trip exceeds
+    :data:`FAR_ROUND_TRIP_RATIO` times that, and ``far_turn_share`` is the share of the
+    kernels' far samples (``pytorch_far_turn_share``: PyTorch's). For each of
+    :data:`STATE_COLUMNS` timed, and PyTorch: ``<who>_near_ms`` and ``<who>_far_ms``, the median
+    of its samples in near and in far turns (None where it had none), and the ratios
+    ``speedup_vs_ms_near`` / ``_far`` and ``speedup_vs_pytorch_near`` / ``_far`` from them. A
+    kernel that splits its work into a few contiguous blocks per thread can run up to 2x slower
+    in far turns while another keeps its speed (``docs/results.md``, "Parallel kernels and the
+    distance between the cores"), so a row whose turns were mostly far compares other kernels
+    than a mostly near one."""
     trips = [t for pairs in turns.values() for t, _ in pairs]
     if not trips:
         return
-    ref, row["far_turn_share"] = turn_reference(trips, reference_ns)
+    ref, _ = turn_reference(trips + [t for t, _ in pytorch], reference_ns)
+    _, row["far_turn_share"] = turn_reference(trips, ref)
     row["round_trip_ns_low"] = min(trips)
     row["round_trip_ns_median"] = statistics.median(trips)
     row["round_trip_ns_high"] = max(trips)
     row["round_trip_ns_reference"] = ref
-    for who in STATE_COLUMNS:
-        if row.get(f"{who}_status") != "ok" or who not in turns:
-            continue
-        for state, sec in zip(("near", "far"), state_medians(turns[who], ref), strict=True):
+    labelled = {w: turns[w] for w in STATE_COLUMNS if row.get(f"{w}_status") == "ok" and w in turns}
+    if pytorch and row.get("pytorch_ms"):
+        labelled["pytorch"] = list(pytorch)
+        _, row["pytorch_far_turn_share"] = turn_reference([t for t, _ in pytorch], ref)
+    for who, pairs in labelled.items():
+        for state, sec in zip(("near", "far"), state_medians(pairs, ref), strict=True):
             row[f"{who}_{state}_ms"] = sec * 1e3 if sec is not None else None
     for state in ("near", "far"):
-        row[f"speedup_vs_ms_{state}"] = _ratio(
-            row.get(f"ms_{state}_ms"), row.get(f"heronlike_{state}_ms")
-        )
+        h = row.get(f"heronlike_{state}_ms")
+        row[f"speedup_vs_ms_{state}"] = _ratio(row.get(f"ms_{state}_ms"), h)
+        if "pytorch" in labelled:
+            row[f"speedup_vs_pytorch_{state}"] = _ratio(row.get(f"pytorch_{state}_ms"), h)
 
 
 def turn_reference(trips: Sequence[float], reference_ns: float | None) -> tuple[float, float]:
@@ -1150,16 +1162,55 @@ def time_programs(
     return out
 
 
-#: the harness's PyTorch worker: every int8 CPU path PyTorch has, the fastest kept
-_torch_worker = torch_paths_worker
+def _torch_worker(
+    op: str, params: dict[str, int], samples: int, threads: int
+) -> tuple[float, str, list[tuple[float, float]]]:
+    """The harness's PyTorch process: every int8 CPU path PyTorch has for the case, each timed
+    on its own (:func:`heronlike.baselines.torch_path_samples`), with the core-to-core round
+    trip measured before each sample (:func:`_round_trip_probe`). Returns ``(seconds, text,
+    pairs)``: the fastest path's median (``median_low``) and the text naming it and the others
+    (:func:`heronlike.baselines.fastest_path`), and that path's ``(round trip ns, seconds)``
+    per sample (empty where the round trip could not be measured).
+
+    Raises:
+        RuntimeError: no path ran (each failure named).
+        ModuleNotFoundError: PyTorch is not installed.
+    """
+    from heronlike.baselines import fastest_path, torch_path_samples
+
+    trips: dict[str, list[float]] = {}
+    probes: dict[str, Callable[[], None] | None] = {}
+
+    def before_sample(name: str) -> None:
+        if name not in probes:
+            probes[name] = _round_trip_probe(trips.setdefault(name, []))
+        probe = probes[name]
+        if probe is not None:
+            probe()
+
+    timed, failed = torch_path_samples(op, params, samples, threads, before_sample)
+    medians = {name: statistics.median_low(got) for name, got in timed.items()}
+    seconds, what = fastest_path(medians, failed, op)
+    best = min(medians, key=medians.__getitem__)
+    got = trips.get(best, [])
+    pairs = list(zip(got, timed[best], strict=True)) if len(got) == samples else []
+    return seconds, what, pairs
 
 
-def time_pytorch(op: str, params: dict[str, int], threads: int) -> tuple[float | None, str]:
-    """PyTorch's fastest int8 path through the harness; ``(seconds or None, what ran)``."""
+def time_pytorch(
+    op: str,
+    params: dict[str, int],
+    threads: int,
+    turns: list[tuple[float, float]] | None = None,
+) -> tuple[float | None, str]:
+    """PyTorch's fastest int8 path through the harness, in a process of its own
+    (:func:`_torch_worker`); ``(seconds or None, what ran)``. ``turns``, if given, receives
+    that path's ``(core-to-core round trip ns, seconds)`` per sample
+    (:func:`add_core_state_columns`' ``pytorch``)."""
     from heronlike.measure import run_in_subprocess
 
     try:
-        return run_in_subprocess(
+        seconds, what, pairs = run_in_subprocess(
             _worker("_torch_worker"),
             op,
             params,
@@ -1172,6 +1223,9 @@ def time_pytorch(op: str, params: dict[str, int], threads: int) -> tuple[float |
         return None, "PyTorch is not installed (pip install 'heronlike[bench]')"
     except Exception as err:  # noqa: BLE001
         return None, f"PyTorch failed: {_short(err)}"
+    if turns is not None:
+        turns.extend(pairs)
+    return seconds, what
 
 
 def median_run(runs: Sequence[tuple[float | None, str]]) -> tuple[float | None, str]:
@@ -1718,6 +1772,7 @@ def run_case(
                 kernels["heronlike_eq_wall"] = eq_kernel
     print(f"[{name}] timing: tuned kernels, PyTorch, numpy ...", flush=True)
     torch_runs: list[tuple[float | None, str]] = []
+    torch_turns: list[tuple[float, float]] = []
     row["harness_children"] = " ".join(descendants())
     log: list[dict[str, Any]] = []
     turns: dict[str, list[tuple[float, float]]] = {}
@@ -1727,7 +1782,9 @@ def run_case(
         case_dir,
         tgt.cores,
         rounds,
-        also=lambda _: torch_runs.append(time_pytorch(op, run_params, tgt.cores)),
+        also=lambda _: torch_runs.append(
+            time_pytorch(op, run_params, tgt.cores, turns=torch_turns)
+        ),
         log=log,
         turns=turns,
     )
@@ -1738,9 +1795,9 @@ def run_case(
             row[f"{who}_ms"], row[f"{who}_status"] = lat * 1e3, "ok"
         else:
             row[f"{who}_status"] = msg or "wrong_result"
-    add_core_state_columns(row, turns, round_trip_ref_ns)
     t, row["pytorch_impl"] = median_run(torch_runs)
     row["pytorch_ms"] = t * 1e3 if t else None
+    add_core_state_columns(row, turns, round_trip_ref_ns, pytorch=torch_turns)
     for who, seconds in fastest_process(log).items():
         if row.get(f"{who}_status") == "ok":
             row[f"{who}_fastest_process_ms"] = seconds * 1e3
@@ -1834,7 +1891,8 @@ COLUMNS = (
     "round_trip_ns_low", "round_trip_ns_median", "round_trip_ns_high", "round_trip_ns_reference",
     "far_turn_share", "heronlike_near_ms", "ms_near_ms", "heronlike_eq_wall_near_ms",
     "heronlike_far_ms", "ms_far_ms", "heronlike_eq_wall_far_ms", "speedup_vs_ms_near",
-    "speedup_vs_ms_far",
+    "speedup_vs_ms_far", "pytorch_far_turn_share", "pytorch_near_ms", "pytorch_far_ms",
+    "speedup_vs_pytorch_near", "speedup_vs_pytorch_far",
     "bytes_read", "bytes_written", "memory_floor_ms", "memory_floor_note", "compute_floor_ms",
     "roofline_ms", "bound", "launch_us", "launch_us_median", "launch_ceiling_pct",
     "heronlike_pct_roofline", "ms_pct_roofline", "pytorch_pct_roofline", "numpy_pct_roofline",
@@ -1964,6 +2022,8 @@ SUMMARY_METRICS = (
     ("vs PyTorch, fastest process", "speedup_vs_pytorch_fastest_process"),
     ("vs MetaSchedule (equal trials), turns with the cores near", "speedup_vs_ms_near"),
     ("vs MetaSchedule (equal trials), turns with the cores far apart", "speedup_vs_ms_far"),
+    ("vs PyTorch, turns with the cores near", "speedup_vs_pytorch_near"),
+    ("vs PyTorch, turns with the cores far apart", "speedup_vs_pytorch_far"),
 )
 
 

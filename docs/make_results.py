@@ -1419,6 +1419,13 @@ FAIR_VNNI_STATE_COLUMNS = FAIR_VNNI_LAUNCH_COLUMNS + (
     Col("vs MS near / far", lambda r: _near_far(r, "speedup_vs_ms", "", 1, 2)),
 )
 
+#: ... and PyTorch's own processes labelled alike (suite.py since 2026-12-05, afternoon)
+FAIR_VNNI_TORCH_STATE_COLUMNS = FAIR_VNNI_STATE_COLUMNS + (
+    Col("far turns PyTorch", lambda r: _share(r.get("pytorch_far_turn_share"))),
+    Col("PyTorch near / far µs", lambda r: _near_far(r, "pytorch")),
+    Col("vs PyTorch near / far", lambda r: _near_far(r, "speedup_vs_pytorch", "", 1, 2)),
+)
+
 #: the fair table's geomean columns once each column's fastest process is in the CSV
 FAIR_VNNI_FASTEST_SPEEDUPS = (
     "speedup_vs_ms",

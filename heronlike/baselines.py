@@ -404,29 +404,54 @@ def torch_paths(
     return made, failed
 
 
-def torch_paths_worker(
-    op: str, params: dict[str, int], samples: int, threads: int
-) -> tuple[float, str]:
-    """Every int8 CPU path PyTorch has for operator ``op`` (:func:`torch_paths`), each timed
-    (median of ``samples`` calls of at least 10 ms) on ``threads`` threads; the fastest is
-    returned as ``(seconds, implementation text naming the others and their times)``. Run it
-    in a worker process (:func:`torch_op`, the benchmark suite's harness).
+def torch_path_samples(
+    op: str,
+    params: dict[str, int],
+    samples: int,
+    threads: int,
+    before_sample: Callable[[str], object] | None = None,
+) -> tuple[dict[str, list[float]], list[str]]:
+    """Every int8 CPU path PyTorch has for operator ``op`` (:func:`torch_paths`) timed on
+    ``threads`` threads, one path after the other: ``(name -> samples in seconds per call,
+    failures)``, ``samples`` samples of at least 10 ms each per path
+    (:func:`interleaved_samples` of that path alone: 3 warm-up calls, one untimed call before
+    each sample). ``before_sample(name)``, if given, is called, untimed, before each sample of
+    path ``name`` (the benchmark suite measures the core-to-core round trip there). A path that
+    raises is a failure naming why; the others still count. Run it in a worker process.
 
     Raises:
-        RuntimeError: no path ran (each failure named).
         ModuleNotFoundError: PyTorch is not installed.
     """
     import torch
 
     made, failed = torch_paths(op, params, threads)
-    timed: dict[str, float] = {}
+    timed: dict[str, list[float]] = {}
     for name, fn in made.items():
+        hook = (lambda name=name: before_sample(name)) if before_sample is not None else None
         try:
             with torch.no_grad():
-                timed[name] = _median_time(fn, samples)
+                (timed[name],) = interleaved_samples([fn], samples, before_turn=hook)
         except Exception as err:  # noqa: BLE001 - the other paths still count
             failed.append(f"{name} failed ({str(err).splitlines()[0][:80] if str(err) else err})")
-    return fastest_path(timed, failed, op)
+    return timed, failed
+
+
+def torch_paths_worker(
+    op: str, params: dict[str, int], samples: int, threads: int
+) -> tuple[float, str]:
+    """Every int8 CPU path PyTorch has for operator ``op`` (:func:`torch_paths`), each timed
+    (median of ``samples`` calls of at least 10 ms, :func:`torch_path_samples`) on ``threads``
+    threads; the fastest is returned as ``(seconds, implementation text naming the others and
+    their times)``. Run it in a worker process (:func:`torch_op`, the benchmark suite's
+    harness).
+
+    Raises:
+        RuntimeError: no path ran (each failure named).
+        ModuleNotFoundError: PyTorch is not installed.
+    """
+    timed, failed = torch_path_samples(op, params, samples, threads)
+    medians = {name: statistics.median_low(got) for name, got in timed.items()}
+    return fastest_path(medians, failed, op)
 
 
 def fastest_path(timed: dict[str, float], failed: list[str], op: str) -> tuple[float, str]:

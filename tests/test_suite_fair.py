@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -257,10 +258,17 @@ def test_pytorch_gets_preallocated_outputs_where_its_call_takes_one(op, params) 
     # the tuned kernels write preallocated outputs; PyTorch's calls that take ``out=`` are
     # timed that way too, beside the allocating ones, and the fastest is its column
     pytest.importorskip("torch")
-    t, what = suite.time_pytorch(op, params, threads=1)
+    turns: list[tuple[float, float]] = []
+    t, what = suite.time_pytorch(op, params, threads=1, turns=turns)
     assert t is not None and t > 0, what
     assert "failed" not in what, what
     assert what.count("out=)") == 1, what
+    # the fastest path's samples, each with the round trip measured before it (none where the
+    # round trip cannot be measured: one CPU, no gcc); their median is the column
+    assert len(turns) in (0, suite.HARNESS_SAMPLES), turns
+    if turns:
+        assert all(trip > 0 and sec > 0 for trip, sec in turns)
+        assert statistics.median_low(sec for _, sec in turns) == t
 
 
 def test_geomean_over_all_rows_and_both_vnni_rows() -> None:
@@ -701,6 +709,22 @@ def test_core_state_columns_split_the_samples_by_their_turns_round_trip() -> Non
     assert row["speedup_vs_ms_near"] == pytest.approx(1.5 / 1.1)
     assert row["speedup_vs_ms_far"] == pytest.approx(0.8)
     assert "heronlike_eq_wall_near_ms" not in row  # not timed
+    assert "pytorch_near_ms" not in row and "speedup_vs_pytorch_near" not in row
+
+    # PyTorch's own processes: its turns join the reference (here the lowest, 90 ns) and get
+    # their own far share; the ratios pair heronlike's near (far) median with PyTorch's
+    row = {"heronlike_status": "ok", "ms_status": "ok", "pytorch_ms": 1.2}
+    pytorch = [(90, 1.2e-3), (95, 1.3e-3), (300, 2.4e-3)]
+    suite.add_core_state_columns(row, turns, reference_ns=150.0, pytorch=pytorch)
+    assert row["round_trip_ns_reference"] == 90 and row["round_trip_ns_low"] == 100
+    assert row["far_turn_share"] == pytest.approx(0.4)  # the kernels' turns alone
+    assert row["pytorch_far_turn_share"] == pytest.approx(1 / 3)
+    assert row["pytorch_near_ms"] == pytest.approx(1.2) and row["pytorch_far_ms"] == 2.4
+    assert row["speedup_vs_pytorch_near"] == pytest.approx(1.2 / 1.1)
+    assert row["speedup_vs_pytorch_far"] == pytest.approx(1.2)
+    row = {"heronlike_status": "ok", "pytorch_ms": None}  # PyTorch failed: no PyTorch column
+    suite.add_core_state_columns(row, turns, pytorch=pytorch)
+    assert "pytorch_near_ms" not in row and "speedup_vs_pytorch_far" not in row
 
     far_only = {"heronlike": [(390, 2e-3), (400, 2e-3)]}
     row = {"heronlike_status": "ok"}
