@@ -739,12 +739,38 @@ def measure_peaks(
     return rows
 
 
+def parallel_launch_kernel(threads: int) -> tuple[Any, list[Any]]:
+    """A TVM kernel whose only work is a parallel loop of ``threads`` tasks (one 64-byte vector
+    add each), built for this CPU, and its two ``(threads, 16)`` int32 arguments: ``(module,
+    arguments)``. Calling it costs TVM's thread pool's fork and join (:func:`measure_parallel_
+    launch`) and nothing else of note.
+
+    Raises:
+        ValueError: ``threads`` < 1.
+    """
+    import numpy as np
+    import tvm
+    from tvm import s_tir, te
+
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    a = te.placeholder((threads, 16), "int32", name="A")
+    b = te.compute((threads, 16), lambda i, j: a[i, j] + 1, name="B")
+    sch = s_tir.Schedule(te.create_prim_func([a, b]))
+    i, j = sch.get_loops(sch.get_sblock("B"))
+    sch.parallel(i)
+    sch.vectorize(j)
+    lib = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "llvm"}))
+    dev = tvm.cpu()
+    return lib, [tvm.runtime.tensor(np.zeros((threads, 16), "int32"), dev) for _ in range(2)]
+
+
 def measure_parallel_launch(threads: int, calls: int = 2000, repeats: int = 10) -> float:
-    """Seconds per call of a TVM kernel whose only work is a parallel loop of ``threads``
-    empty-ish tasks (one 64-byte vector add each), on TVM's CPU thread pool of ``threads``
-    threads in this process: the fork and join every parallel kernel pays on top of its work,
-    and so the least any parallel kernel takes. The median of ``repeats`` means of ``calls``
-    calls (``time_evaluator``).
+    """Seconds per call of :func:`parallel_launch_kernel` on TVM's CPU thread pool of
+    ``threads`` threads in this process: the fork and join every parallel kernel pays on top of
+    its work, and so the least any parallel kernel takes. The median of ``repeats`` means of
+    ``calls`` calls (``time_evaluator``, a loop in C++: a call from Python costs about 0.1 µs
+    more, which the benchmark suite's harness, calling every kernel from Python, also times).
 
     A kernel whose compute floor (operations / peak) is ``c`` seconds can then reach at most
     ``c / (c + launch)`` of the peak: 90 % needs ``c >= 9 × launch``. The cost depends on where
@@ -755,25 +781,15 @@ def measure_parallel_launch(threads: int, calls: int = 2000, repeats: int = 10) 
     Raises:
         ValueError: ``threads`` < 1.
     """
-    import numpy as np
     import tvm
-    from tvm import s_tir, te
 
     from heronlike.host import use_cpu_threads
 
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     use_cpu_threads(threads)
-    a = te.placeholder((threads, 16), "int32", name="A")
-    b = te.compute((threads, 16), lambda i, j: a[i, j] + 1, name="B")
-    sch = s_tir.Schedule(te.create_prim_func([a, b]))
-    i, j = sch.get_loops(sch.get_sblock("B"))
-    sch.parallel(i)
-    sch.vectorize(j)
-    lib = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "llvm"}))
-    dev = tvm.cpu()
-    args = [tvm.runtime.tensor(np.zeros((threads, 16), "int32"), dev) for _ in range(2)]
-    timer = lib.mod.time_evaluator("main", dev, number=calls, repeat=repeats)
+    lib, args = parallel_launch_kernel(threads)
+    timer = lib.mod.time_evaluator("main", tvm.cpu(), number=calls, repeat=repeats)
     return float(statistics.median(timer(*args).results))
 
 

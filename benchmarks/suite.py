@@ -80,7 +80,11 @@ measure_peaks` on all cores, the VNNI ``vpdpbusd`` kernel in VNNI mode, the fp32
 (AVX-512, else AVX2) in the general mode. Beside it, TVM's parallel launch and join
 (:func:`time_launch`, ``launch_us``) and the most of the peak a kernel of one parallel region
 can reach after paying it, ``launch_ceiling_pct`` = compute floor / (compute floor + launch):
-below 90 % for a kernel whose compute floor is under nine launches.
+below 90 % for a kernel whose compute floor is under nine launches. That launch is timed by
+TVM's ``time_evaluator`` (a loop in C++) in fresh processes; the harness also times an empty
+parallel kernel in every turn of the kernels, called from Python like them
+(``launch_harness_us``, ``launch_near_us`` / ``launch_far_us``), with the ceilings these leave
+(``launch_ceiling_harness_pct``, ``_near_pct``, ``_far_pct``: :data:`LAUNCH_CEILINGS`).
 
 **Budget**: ``--trials`` per tuner in batches of ``--batch`` (heronlike's batch = MetaSchedule's
 round); ``--time-limit`` caps each tuner's search time per case (once spent, neither starts a new
@@ -703,6 +707,7 @@ def _tvm_kernels_worker(
     prepare: Sequence[str] = (),
     torch_case: tuple[str, dict[str, int], int] | None = None,
     placement: int | None = None,
+    launch_threads: int | None = None,
 ):
     """Harness worker for the tuned kernels, in this process: prepare the process for each
     target key of ``prepare`` (:func:`heronlike.target.prepare_process_for`: AMX's tile
@@ -712,14 +717,18 @@ def _tvm_kernels_worker(
     taken in turn (:func:`heronlike.baselines.interleaved_samples`, ``samples`` each). With
     ``torch_case`` ``(op, params, threads)``, PyTorch's int8 paths for that case
     (:func:`heronlike.baselines.torch_paths`) take their samples in the same turns, after the
-    kernels in the list of callables.
+    kernels in the list of callables. With ``launch_threads``, so does an empty parallel
+    kernel on that many threads (:func:`benchmarks.peak.parallel_launch_kernel`): TVM's
+    launch and join as the harness times it, called from Python like the kernels, in the same
+    turns (the state of the machine that slows a small kernel slows it too).
 
     Returns:
         ``(results, share)``: one ``(samples in seconds or None, correct, message)`` per kernel,
         and what else used the CPUs while they were timed (a :func:`cpu_share` dict with the
         timing's wall seconds ``wall_s``; empty if nothing was timed). With ``torch_case``,
         ``share["torch"]`` maps each PyTorch path to its samples and ``share["torch_failed"]``
-        lists the paths that could not be built.
+        lists the paths that could not be built; with ``launch_threads``, ``share["launch"]``
+        holds the empty kernel's samples (absent where it could not be built).
     """
     import numpy as np
     import tvm
@@ -769,6 +778,14 @@ def _tvm_kernels_worker(
     if not calls and not paths:
         return out, extra
     fns = list(calls.values()) + list(paths.values())
+    if launch_threads:
+        try:
+            from benchmarks.peak import parallel_launch_kernel
+
+            lib, launch_args = parallel_launch_kernel(launch_threads)
+            fns.append(lambda fn=lib["main"], a=launch_args: fn(*a))
+        except Exception as err:  # noqa: BLE001 - the kernels are still timed
+            extra["launch_failed"] = _short(err)
     trips: list[float] = []
     probe = _round_trip_probe(trips)
     before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
@@ -782,7 +799,9 @@ def _tvm_kernels_worker(
     for k, seconds in zip(calls, timed[: len(calls)], strict=True):
         out[k] = (seconds, True, "")
     if paths:
-        extra["torch"] = dict(zip(paths, timed[len(calls) :], strict=True))
+        extra["torch"] = dict(zip(paths, timed[len(calls) : len(calls) + len(paths)], strict=True))
+    if len(fns) > len(calls) + len(paths):
+        extra["launch"] = timed[-1]
     if len(trips) == samples:
         extra["round_trip_ns"] = trips
     return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall, **extra}
@@ -989,6 +1008,7 @@ def time_tvm_kernels(
     prepare: Sequence[str] = (),
     torch_case: tuple[str, dict[str, int]] | None = None,
     turns: dict[str, list[tuple[float, float]]] | None = None,
+    launch: list[float] | None = None,
 ) -> dict[str, tuple[float | None, bool, str]]:
     """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
     harness: ``rounds`` fresh processes, one after the other, each checking every kernel's
@@ -1012,7 +1032,9 @@ def time_tvm_kernels(
     it, the others' medians and the paths that failed. ``turns``, if given, receives for each
     timed kernel one ``(core-to-core round trip in ns, seconds)`` per sample: the round trip
     measured just before the sample's turn (:func:`_round_trip_probe`); processes that could not
-    measure it add nothing."""
+    measure it add nothing. ``launch``, if given, receives the samples (seconds per call) of an
+    empty parallel kernel on ``threads`` threads timed in the same turns (TVM's launch and join
+    as the harness times it, :func:`_tvm_kernels_worker`), and ``turns["launch"]`` its pairs."""
 
     import numpy as np
 
@@ -1049,6 +1071,7 @@ def time_tvm_kernels(
                     tuple(prepare),
                     worker_torch,
                     r,  # each process places the arguments its own way
+                    threads if launch is not None else None,
                     timeout_s=600,
                     num_threads=threads,
                 )
@@ -1056,14 +1079,20 @@ def time_tvm_kernels(
                 results, share = [(None, False, f"harness: {_short(err)}")] * len(order), {}
             round_torch = share.pop("torch", {})
             trips = share.pop("round_trip_ns", None)
-            for name, (samples, _, _) in zip(order, results, strict=True):
+            round_launch = share.pop("launch", None)
+            timed_turns = [(name, res[0]) for name, res in zip(order, results, strict=True)]
+            if launch is not None and round_launch:
+                launch.extend(round_launch)
+                timed_turns.append(("launch", round_launch))
+            for name, samples in timed_turns:
                 if turns is not None and trips and samples:
                     turns.setdefault(name, []).extend(zip(trips, samples, strict=True))
             torch_failed += [f for f in share.pop("torch_failed", []) if f not in torch_failed]
             for path, samples in round_torch.items():
                 torch_seen.setdefault(path, []).extend(samples)
-            timed_here = [(name, res[0]) for name, res in zip(order, results, strict=True)]
-            timed_here += [(f"pytorch {path}", samples) for path, samples in round_torch.items()]
+            timed_here = timed_turns + [
+                (f"pytorch {path}", samples) for path, samples in round_torch.items()
+            ]
             for name, (samples, correct, msg) in zip(order, results, strict=True):
                 seen[name].append((samples, correct, msg))
             for name, samples in timed_here if log is not None else ():
@@ -1596,6 +1625,35 @@ def add_memory_floor(row: dict[str, Any], read_bytes: int, write_bytes: int, not
     set_roofline(row)
 
 
+#: the launch columns (µs) and the ceiling each leaves a row (% of the peak, :func:`set_roofline`)
+LAUNCH_CEILINGS = (
+    ("launch_us", "launch_ceiling_pct"),
+    ("launch_harness_us", "launch_ceiling_harness_pct"),
+    ("launch_near_us", "launch_ceiling_near_pct"),
+    ("launch_far_us", "launch_ceiling_far_pct"),
+)
+
+
+def add_harness_launch_columns(
+    row: dict[str, Any], samples: Sequence[float], pairs: Sequence[tuple[float, float]]
+) -> None:
+    """The row's launch as its harness timed it (:func:`time_tvm_kernels`' ``launch``: an empty
+    parallel kernel called from Python in the kernels' turns): ``launch_harness_us``, the median
+    of ``samples``, and, from ``pairs`` (its ``(round trip ns, seconds)`` per sample),
+    ``launch_near_us`` / ``launch_far_us`` split like the kernels' samples
+    (:func:`add_core_state_columns`, whose ``round_trip_ns_reference`` it needs), with the
+    ceilings they leave (:data:`LAUNCH_CEILINGS`, :func:`set_roofline`). Nothing where the
+    launch was not timed."""
+    if not samples:
+        return
+    row["launch_harness_us"] = statistics.median_low(samples) * 1e6
+    ref = row.get("round_trip_ns_reference")
+    if pairs and ref:
+        for state, sec in zip(("near", "far"), state_medians(pairs, float(ref)), strict=True):
+            row[f"launch_{state}_us"] = sec * 1e6 if sec is not None else None
+    set_roofline(row)
+
+
 def set_roofline(row: dict[str, Any]) -> None:
     """``compute_floor_ms`` (operations / measured peak), ``roofline_ms`` (the larger of it and
     ``memory_floor_ms``), ``bound`` (which one) and every column's ``*_pct_roofline`` (roofline
@@ -1606,10 +1664,12 @@ def set_roofline(row: dict[str, Any]) -> None:
     bounds = [(v, k) for v, k in ((compute, "compute"), (floor, "memory")) if v]
     roof, row["bound"] = max(bounds) if bounds else (None, None)
     row["roofline_ms"] = roof
-    launch = row.get("launch_us")
-    row["launch_ceiling_pct"] = (
-        100.0 * compute / (compute + float(launch) * 1e-3) if compute and launch else None
-    )
+    for launch, ceiling in LAUNCH_CEILINGS:
+        us = row.get(launch)
+        if launch == "launch_us" or us is not None:
+            row[ceiling] = (
+                100.0 * compute / (compute + float(us) * 1e-3) if compute and us else None
+            )
     for who in ("heronlike", "ms", "pytorch", "numpy"):
         row[f"{who}_pct_roofline"] = _ratio(100.0 * roof, row.get(f"{who}_ms")) if roof else None
 
@@ -1776,6 +1836,7 @@ def run_case(
     row["harness_children"] = " ".join(descendants())
     log: list[dict[str, Any]] = []
     turns: dict[str, list[tuple[float, float]]] = {}
+    launch: list[float] = []
     timed = time_tvm_kernels(
         kernels,
         expected,
@@ -1787,6 +1848,7 @@ def run_case(
         ),
         log=log,
         turns=turns,
+        launch=launch,
     )
     row["harness_log"] = harness_log_text(log)
     for who, (lat, correct, msg) in timed.items():
@@ -1798,6 +1860,7 @@ def run_case(
     t, row["pytorch_impl"] = median_run(torch_runs)
     row["pytorch_ms"] = t * 1e3 if t else None
     add_core_state_columns(row, turns, round_trip_ref_ns, pytorch=torch_turns)
+    add_harness_launch_columns(row, launch, turns.get("launch", []))
     for who, seconds in fastest_process(log).items():
         if row.get(f"{who}_status") == "ok":
             row[f"{who}_fastest_process_ms"] = seconds * 1e3
@@ -1895,6 +1958,8 @@ COLUMNS = (
     "speedup_vs_pytorch_near", "speedup_vs_pytorch_far",
     "bytes_read", "bytes_written", "memory_floor_ms", "memory_floor_note", "compute_floor_ms",
     "roofline_ms", "bound", "launch_us", "launch_us_median", "launch_ceiling_pct",
+    "launch_harness_us", "launch_near_us", "launch_far_us", "launch_ceiling_harness_pct",
+    "launch_ceiling_near_pct", "launch_ceiling_far_pct",
     "heronlike_pct_roofline", "ms_pct_roofline", "pytorch_pct_roofline", "numpy_pct_roofline",
     "heronlike_tuning_best_ms", "ms_tuning_best_ms",
     "heronlike_search_s", "ms_search_s",

@@ -1419,11 +1419,17 @@ FAIR_VNNI_STATE_COLUMNS = FAIR_VNNI_LAUNCH_COLUMNS + (
     Col("vs MS near / far", lambda r: _near_far(r, "speedup_vs_ms", "", 1, 2)),
 )
 
-#: ... and PyTorch's own processes labelled alike (suite.py since 2026-12-05, afternoon)
-FAIR_VNNI_TORCH_STATE_COLUMNS = FAIR_VNNI_STATE_COLUMNS + (
+#: ... with PyTorch's own processes labelled alike, and TVM's launch timed in the kernels' turns
+#: (suite.py since 2026-12-05, noon)
+FAIR_VNNI_HARNESS_STATE_COLUMNS = FAIR_VNNI_STATE_COLUMNS + (
     Col("far turns PyTorch", lambda r: _share(r.get("pytorch_far_turn_share"))),
     Col("PyTorch near / far µs", lambda r: _near_far(r, "pytorch")),
     Col("vs PyTorch near / far", lambda r: _near_far(r, "speedup_vs_pytorch", "", 1, 2)),
+    Col("launch in the harness near / far µs", lambda r: _near_far(r, "launch", "_us", 1, 2)),
+    Col(
+        "% of peak the harness launch leaves near / far",
+        lambda r: _near_far(r, "launch_ceiling", "_pct", 1, 1),
+    ),
 )
 
 #: the fair table's geomean columns once each column's fastest process is in the CSV
@@ -1645,6 +1651,61 @@ FAIR_GENERAL_GEOMEANS = both(
 )
 #: the padding guards (none / outer / all / all in one version) on a Zen 5
 PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
+#: the README's summary of the fair DL Boost tables, one row per machine: its short name and
+#: the docs/results.md section of its table
+FAIR_MACHINES = {
+    "suite_fair-rule-vnni-amd-epyc-zen5-2026-12-05.csv": (
+        "AMD EPYC Zen 5",
+        "the-fair-table-on-a-zen-5-2026-12-05-with-the-split-axis-rule",
+    ),
+    "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv": (
+        "Intel Xeon (PyTorch capped at VNNI)",
+        "the-fair-table-on-an-intel-xeon-vnni-pytorch-capped-at-vnni",
+    ),
+    "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv": (
+        "AMD EPYC Zen 4",
+        "the-fair-table-on-a-zen-4-again-vnni-each-columns-fastest-process-beside",
+    ),
+}
+
+
+def fair_machine_row(raw: list[Row]) -> list[Row]:
+    """One fair-table CSV as one row of the README's summary: its geometric means over the rows
+    where both best kernels use VNNI, how many of those rows heronlike loses (below 0.99x), and
+    how many GEMM/convolution rows reach 90 % of the measured peak (median over all processes)."""
+    both_rows = [r for r in raw if r.get("both_vnni") == "True"]
+    label, anchor = FAIR_MACHINES[raw[0]["_file"]]
+    out: Row = {
+        "_file": raw[0]["_file"],
+        "date": raw[0]["date"],
+        "machine": f"[{label}](docs/results.md#{anchor})",
+        "rows": f"{len(both_rows)} of {len(raw)}",
+    }
+    for col in ("speedup_vs_ms", "speedup_vs_ms_at_eq_wall", "speedup_vs_pytorch"):
+        vals = [r[col] for r in both_rows if isinstance(r.get(col), int | float)]
+        out[col] = _gm(vals) if vals else None
+    lost = [
+        sum(isinstance(r.get(col), int | float) and r[col] < 0.99 for r in both_rows)
+        for col in ("speedup_vs_ms", "speedup_vs_pytorch")
+    ]
+    out["lost"] = f"{lost[0]} / {lost[1]}"
+    peak_rows = [r for r in raw if r.get("op") in PEAK_OPS and r.get("heronlike_pct_peak")]
+    at90 = sum(float(r["heronlike_pct_peak"]) >= 90 for r in peak_rows)
+    out["at_90"] = f"{at90} of {len(peak_rows)}"
+    return [out]
+
+
+FAIR_MACHINE_COLUMNS = (
+    Col("machine (table)", "{machine}"),
+    Col("date", "{date}"),
+    Col("rows where both use VNNI", "{rows}"),
+    Col("vs MS, equal trials", "{speedup_vs_ms:.2f}"),
+    Col("vs MS, equal wall time", "{speedup_vs_ms_at_eq_wall:.2f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col("rows lost to MS / PyTorch", "{lost}"),
+    Col("GEMM/conv rows ≥ 90 % of peak", "{at_90}"),
+)
+
 #: the README's rows of it: the demo's GEMM and rows won and lost, then the geomeans
 HEADLINE_FAIR_CASES = ("G1", "B1", "C1D5", "C2D1", "C3D5", "T1")
 HEADLINE_FAIR_COLUMNS = (

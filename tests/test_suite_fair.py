@@ -667,6 +667,7 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
     kernel = (tuned.kernel.export_library(tmp_path / "k.so"), tuned.space.prepare_args(arrays))
     log: list[dict] = []
     turns: dict[str, list[tuple[float, float]]] = {}
+    launch: list[float] = []
     timed = suite.time_tvm_kernels(
         {"heronlike": kernel},
         reference_outputs(dag, arrays),
@@ -676,19 +677,53 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
         log=log,
         torch_case=("gemm", params),
         turns=turns,
+        launch=launch,
     )
     assert timed["heronlike"][1] and timed["heronlike"][0] > 0, timed
+    assert "launch" not in timed  # the empty kernel is no column
+    # the empty parallel kernel took its samples in the same turns, and costs less than a GEMM
+    assert len(launch) == 2 * suite.HARNESS_SAMPLES and all(t > 0 for t in launch), launch
+    assert statistics.median_low(launch) < timed["heronlike"][0]
+    assert {e["round"] for e in log if e["kernel"] == "launch"} == {0, 1}, log
     if peak.round_trip_cpus() is not None:  # every sample knows its turn's round trip
         assert len(turns["heronlike"]) == 2 * suite.HARNESS_SAMPLES, turns
         assert all(t > 0 and sec > 0 for t, sec in turns["heronlike"])
         samples = sorted(sec for _, sec in turns["heronlike"])
         assert samples[len(samples) // 2 - 1] <= timed["heronlike"][0] <= samples[-1]
+        trips = [t for t, _ in turns["heronlike"]]
+        assert [t for t, _ in turns["launch"]] == trips and [
+            s for _, s in turns["launch"]
+        ] == launch
     seconds, ok, what = timed["pytorch"]
     assert ok and seconds > 0, what
     assert "timed in the kernels' processes" in what and "also:" in what, what
     paths = [e for e in log if e["kernel"].startswith("pytorch ")]
     assert {e["round"] for e in paths} == {0, 1} and len(paths) >= 2 * 3, log
     assert all(e["seconds"] > 0 for e in paths)
+
+
+def test_the_harness_launch_gives_each_core_state_its_ceiling() -> None:
+    """The empty kernel's samples in the harness's turns: its median, its near and far medians
+    (split at the row's reference round trip) and the most of the peak each leaves the row's
+    compute floor; a row timed without it keeps only the process-level launch ceiling."""
+    row = {"gop": 0.012, "peak_gops": 2000.0, "launch_us": 0.6, "round_trip_ns_reference": 100.0}
+    pairs = [(100, 0.7e-6), (110, 0.8e-6), (400, 1.6e-6), (120, 0.75e-6), (390, 1.8e-6)]
+    suite.add_harness_launch_columns(row, [s for _, s in pairs], pairs)
+    assert row["launch_harness_us"] == pytest.approx(0.8)
+    assert row["launch_near_us"] == pytest.approx(0.75)
+    assert row["launch_far_us"] == pytest.approx(1.6)
+    floor_us = 0.012 / 2000.0 * 1e6  # 12 M operations: 6 µs at the peak
+    for col, us in (("", 0.6), ("_harness", 0.8), ("_near", 0.75), ("_far", 1.6)):
+        assert row[f"launch_ceiling{col}_pct"] == pytest.approx(100 * floor_us / (floor_us + us))
+    assert row["launch_ceiling_far_pct"] < 80 < 88 < row["launch_ceiling_near_pct"]
+
+    row = {"gop": 0.012, "peak_gops": 2000.0, "launch_us": 0.6}
+    suite.add_harness_launch_columns(row, [], [])  # not timed in the harness
+    suite.set_roofline(row)
+    assert row["launch_ceiling_pct"] == pytest.approx(100 * 6 / 6.6)
+    assert not any(
+        k.startswith(("launch_harness", "launch_near", "launch_ceiling_far")) for k in row
+    )
 
 
 def test_core_state_columns_split_the_samples_by_their_turns_round_trip() -> None:
