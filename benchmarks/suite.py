@@ -2388,6 +2388,16 @@ def _csv_path(args: argparse.Namespace, mode: Mode, out: Path) -> tuple[Path, bo
     return out / f"{stem}.csv", False
 
 
+def summary_path(csv_path: Path) -> Path:
+    """Where the summary of the rows CSV ``csv_path`` goes: ``suite-X.csv`` ->
+    ``suite_summary-X.csv``, any other ``X.csv`` -> ``X_summary.csv`` (never the rows CSV
+    itself, which a ``--csv`` without the ``suite-`` prefix had been overwritten by)."""
+    stem = csv_path.stem
+    if stem.startswith("suite-"):
+        return csv_path.with_name(stem.replace("suite-", "suite_summary-", 1) + ".csv")
+    return csv_path.with_name(stem + "_summary.csv")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite; returns the process exit status."""
     args = parse_args(argv)
@@ -2404,12 +2414,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, resuming = _csv_path(args, mode, out)
-    stem = csv_path.stem
     paths = {
         "csv": csv_path,
         "work": csv_path.with_suffix(""),
         "png": csv_path.with_suffix(".png"),
-        "summary": csv_path.with_name(stem.replace("suite-", "suite_summary-", 1) + ".csv"),
+        "summary": summary_path(csv_path),
     }
     rows = read_csv(csv_path) if resuming else []
     old = [r for r in rows if not r.get("heronlike_trial_ms") and not r.get("ms_trial_ms")]

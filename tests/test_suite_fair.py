@@ -792,3 +792,15 @@ def test_each_harness_round_places_the_arguments_its_own_way() -> None:
         offsets.add((y - x) % 4096)
     assert len(offsets) > 1, offsets
     assert suite.placed_tensors(arrays, dev, None)[1] == []
+
+
+def test_the_summary_never_overwrites_the_rows_csv() -> None:
+    """``--csv`` names the rows CSV; its summary goes beside it under another name, whatever
+    the name (``suite_x.csv`` had been overwritten by its own summary at the end of a run)."""
+    for name, summary in (
+        ("suite-amd-vnni-2026-12-05.csv", "suite_summary-amd-vnni-2026-12-05.csv"),
+        ("suite_table_rule.csv", "suite_table_rule_summary.csv"),
+        ("x.csv", "x_summary.csv"),
+    ):
+        path = Path("out") / name
+        assert suite.summary_path(path) == Path("out") / summary != path
