@@ -769,8 +769,9 @@ def measure_parallel_launch(threads: int, calls: int = 2000, repeats: int = 10) 
     """Seconds per call of :func:`parallel_launch_kernel` on TVM's CPU thread pool of
     ``threads`` threads in this process: the fork and join every parallel kernel pays on top of
     its work, and so the least any parallel kernel takes. The median of ``repeats`` means of
-    ``calls`` calls (``time_evaluator``, a loop in C++: a call from Python costs about 0.1 µs
-    more, which the benchmark suite's harness, calling every kernel from Python, also times).
+    ``calls`` calls (``time_evaluator``, a loop in C++; the benchmark suite's harness calls every
+    kernel from Python and times this kernel that way too, in the kernels' turns:
+    ``launch_harness_us``).
 
     A kernel whose compute floor (operations / peak) is ``c`` seconds can then reach at most
     ``c / (c + launch)`` of the peak: 90 % needs ``c >= 9 × launch``. The cost depends on where

@@ -1558,6 +1558,8 @@ FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
 FAIR_VNNI_ZEN5_DEC5_CSV = "suite_fair-placed-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: ... again that morning, every harness sample labelled near or far by its turn's round trip
 FAIR_VNNI_ZEN5_LABELLED_CSV = "suite_fair-labelled-vnni-amd-epyc-zen5-2026-12-05.csv"
+#: ... again at noon, with SplitAxisNotInnermost, PyTorch's processes and TVM's launch labelled
+FAIR_VNNI_ZEN5_RULE_CSV = "suite_fair-rule-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: the fair table again that evening, with the launch and one-target columns written by suite.py
 FAIR_VNNI_ZEN5_EVENING_CSV = "suite_fair-evening-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: heronlike alone on the 37 GEMM/conv rows, with TVM's parallel launch measured per run
@@ -1790,8 +1792,15 @@ TABLES: dict[str, Table] = {
             rows=pivot("engine", ("model",)),
         ),
         Table(
+            "headline-dlboost-machines",
+            tuple(FAIR_MACHINES),
+            FAIR_MACHINE_COLUMNS,
+            FAIR_VNNI_CMD,
+            rows=fair_machine_row,
+        ),
+        Table(
             "headline-dlboost",
-            (FAIR_VNNI_XEON_CSV,),
+            (FAIR_VNNI_ZEN5_RULE_CSV,),
             HEADLINE_FAIR_COLUMNS,
             FAIR_VNNI_CMD,
             rows=headline_fair_rows,
@@ -1923,6 +1932,25 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --trials 16 --batch 8 --no-metaschedule --no-equal-wall "
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
+        ),
+        Table(  # ... on a Zen 5 at noon, with SplitAxisNotInnermost, every column labelled
+            "suite-fair-vnni-zen5-2026-12-05-rule",
+            (FAIR_VNNI_ZEN5_RULE_CSV,),
+            FAIR_VNNI_HARNESS_STATE_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=both(
+                fair_geomeans(
+                    (
+                        *FAIR_VNNI_FASTEST_SPEEDUPS,
+                        "speedup_vs_ms_near",
+                        "speedup_vs_ms_far",
+                        "speedup_vs_pytorch_near",
+                        "speedup_vs_pytorch_far",
+                    )
+                ),
+                peak_counts,
+                convergence_counts,
+            ),
         ),
         Table(  # ... on a Zen 5, 2026-12-05, every sample labelled by the distance of the cores
             "suite-fair-vnni-zen5-2026-12-05-labelled",
