@@ -1548,6 +1548,9 @@ SUITE64_GEOMEANS = both(
 #: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd), the kernels'
 #: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
+#: ... and on an Emerald Rapids Xeon (2026-12-05), with SplitAxisNotInnermost and every column
+#: (the kernels', PyTorch's, TVM's launch) labelled near or far by its turn's round trip
+FAIR_VNNI_XEON_RULE_CSV = "suite_fair-rule-vnni-intel-xeon-emr-2026-12-05.csv"
 #: ... and on a Zen 4 (2026-11-28)
 FAIR_VNNI_ZEN4_CSV = "suite_fair-vnni-amd-epyc-zen4-2026-11-28.csv"
 #: ... and on a Zen 4 again (2026-12-02), timed by 5 processes of 9 samples
@@ -1558,8 +1561,6 @@ FAIR_VNNI_ZEN5_DEC4_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-04.csv"
 FAIR_VNNI_ZEN5_DEC5_CSV = "suite_fair-placed-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: ... again that morning, every harness sample labelled near or far by its turn's round trip
 FAIR_VNNI_ZEN5_LABELLED_CSV = "suite_fair-labelled-vnni-amd-epyc-zen5-2026-12-05.csv"
-#: ... again at noon, with SplitAxisNotInnermost, PyTorch's processes and TVM's launch labelled
-FAIR_VNNI_ZEN5_RULE_CSV = "suite_fair-rule-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: the fair table again that evening, with the launch and one-target columns written by suite.py
 FAIR_VNNI_ZEN5_EVENING_CSV = "suite_fair-evening-vnni-amd-epyc-zen5-2026-12-04.csv"
 #: heronlike alone on the 37 GEMM/conv rows, with TVM's parallel launch measured per run
@@ -1656,9 +1657,13 @@ PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
 #: the README's summary of the fair DL Boost tables, one row per machine: its short name and
 #: the docs/results.md section of its table
 FAIR_MACHINES = {
-    "suite_fair-rule-vnni-amd-epyc-zen5-2026-12-05.csv": (
+    "suite_fair-rule-vnni-intel-xeon-emr-2026-12-05.csv": (
+        "Intel Xeon, Emerald Rapids (PyTorch capped at VNNI)",
+        "the-fair-table-on-an-emerald-rapids-xeon-2026-12-05-every-column-labelled-near-or-far",
+    ),
+    "suite_fair-labelled-vnni-amd-epyc-zen5-2026-12-05.csv": (
         "AMD EPYC Zen 5",
-        "the-fair-table-on-a-zen-5-2026-12-05-with-the-split-axis-rule",
+        "the-fair-table-on-a-zen-5-2026-12-05-every-sample-labelled-by-the-distance-of-the-cores",
     ),
     "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv": (
         "Intel Xeon (PyTorch capped at VNNI)",
@@ -1675,13 +1680,14 @@ def fair_machine_row(raw: list[Row]) -> list[Row]:
     """One fair-table CSV as one row of the README's summary: its geometric means over the rows
     where both best kernels use VNNI, how many of those rows heronlike loses (below 0.99x), and
     how many GEMM/convolution rows reach 90 % of the measured peak (median over all processes)."""
-    both_rows = [r for r in raw if r.get("both_vnni") == "True"]
+    measured = [r for r in raw if isinstance(r.get("heronlike_ms"), int | float)]
+    both_rows = [r for r in measured if r.get("both_vnni") == "True"]
     label, anchor = FAIR_MACHINES[raw[0]["_file"]]
     out: Row = {
         "_file": raw[0]["_file"],
         "date": raw[0]["date"],
         "machine": f"[{label}](docs/results.md#{anchor})",
-        "rows": f"{len(both_rows)} of {len(raw)}",
+        "rows": f"{len(both_rows)} of {len(measured)}",
     }
     for col in ("speedup_vs_ms", "speedup_vs_ms_at_eq_wall", "speedup_vs_pytorch"):
         vals = [r[col] for r in both_rows if isinstance(r.get(col), int | float)]
@@ -1707,27 +1713,6 @@ FAIR_MACHINE_COLUMNS = (
     Col("rows lost to MS / PyTorch", "{lost}"),
     Col("GEMM/conv rows ≥ 90 % of peak", "{at_90}"),
 )
-
-#: the README's rows of it: the demo's GEMM and rows won and lost, then the geomeans
-HEADLINE_FAIR_CASES = ("G1", "B1", "C1D5", "C2D1", "C3D5", "T1")
-HEADLINE_FAIR_COLUMNS = (
-    Col("case", "{case}"),
-    Col("heronlike ms", "{heronlike_ms:.3f}"),
-    Col("MetaSchedule ms", "{ms_ms:.3f}"),
-    Col("PyTorch ms", "{pytorch_ms:.3f}"),
-    Col("vs MS, equal trials", "{speedup_vs_ms:.2f}"),
-    Col("vs MS, equal wall time", "{speedup_vs_ms_at_eq_wall:.2f}"),
-    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
-    Col("% of peak heronlike / MS", "{heronlike_pct_peak:.0f} / {ms_pct_peak:.0f}"),
-)  # fmt: skip
-
-
-def headline_fair_rows(raw: list[Row]) -> list[Row]:
-    """The README's cases of the fair table (wins and losses), then its geometric means over
-    *every* row: all, and those where both best kernels use VNNI."""
-    picked = [r for r in raw if r["case"] in HEADLINE_FAIR_CASES]
-    return picked + [r | {"_summary": True} for r in FAIR_VNNI_GEOMEANS(raw)]
-
 
 TC_MACHINE = ("{gpu} (sm {compute_capability}, driver {driver}, PyTorch {torch})",)
 TC_COLUMNS = (
@@ -1797,13 +1782,6 @@ TABLES: dict[str, Table] = {
             FAIR_MACHINE_COLUMNS,
             FAIR_VNNI_CMD,
             rows=fair_machine_row,
-        ),
-        Table(
-            "headline-dlboost",
-            (FAIR_VNNI_ZEN5_RULE_CSV,),
-            HEADLINE_FAIR_COLUMNS,
-            FAIR_VNNI_CMD,
-            rows=headline_fair_rows,
         ),
         Table(
             "headline-tensorcore",
@@ -1933,9 +1911,9 @@ TABLES: dict[str, Table] = {
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
         ),
-        Table(  # ... on a Zen 5 at noon, with SplitAxisNotInnermost, every column labelled
-            "suite-fair-vnni-zen5-2026-12-05-rule",
-            (FAIR_VNNI_ZEN5_RULE_CSV,),
+        Table(  # ... on an Emerald Rapids Xeon, with SplitAxisNotInnermost, every column labelled
+            "suite-fair-vnni-xeon-emr-2026-12-05-rule",
+            (FAIR_VNNI_XEON_RULE_CSV,),
             FAIR_VNNI_HARNESS_STATE_COLUMNS,
             FAIR_VNNI_CMD,
             summary=both(
