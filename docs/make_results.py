@@ -1546,7 +1546,7 @@ SUITE64_GEOMEANS = both(
 )
 
 #: the fair table measured on a CPU with AVX512-VNNI (both tuners on vpdpbusd), the kernels'
-#: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI), the README's headline ...
+#: samples taken in turn: on an Intel Xeon (PyTorch capped at VNNI) ...
 FAIR_VNNI_XEON_CSV = "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv"
 #: ... and on an Emerald Rapids Xeon (2026-12-05), with SplitAxisNotInnermost and every column
 #: (the kernels', PyTorch's, TVM's launch) labelled near or far by its turn's round trip
