@@ -414,6 +414,7 @@ class TuningSession:
                 "time_budget_s": time_budget_s,
                 "simulate": str(getattr(simulate, "path", simulate)) if simulate else None,
                 "prior": getattr(self.explorer.prior, "source", None) or None,
+                "cost_model": type(self.explorer.cost_model).__name__,
             },
         )
         self.data: _Data | None = None

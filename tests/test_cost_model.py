@@ -88,6 +88,21 @@ def test_bad_input() -> None:
         model.feature_importance(kind="splits")
     with pytest.raises(ValueError):
         XGBCostModel(objective="lambdarank")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="base_margin"):
+        model.fit(x, y, base_margin=np.ones(3))
+    with pytest.raises(ValueError, match="base_margin"):
+        model.predict(x, base_margin=np.full(len(x), np.nan))
+
+
+def test_base_margin_is_where_the_trees_start() -> None:
+    """Fitted with each row's label as its margin, the trees have nothing left to learn: the
+    prediction is the margin given at predict time."""
+    model = XGBCostModel(seed=0)
+    x, y = synthetic(40, seed=1)
+    label = y / y.max()
+    model.fit(x, y, base_margin=label)
+    margin = np.linspace(0.0, 1.0, len(x))
+    assert np.allclose(model.predict(x, base_margin=margin), margin, atol=1e-3)
 
 
 def test_assignment_features() -> None:

@@ -127,10 +127,13 @@ def search_for(
 ) -> tuple[RandSAT, Explorer]:
     """The sampler and explorer a tune of ``space`` (a :class:`heronlike.space.Space`) with
     ``seed`` uses: RandSAT seeded from ``numpy.random.default_rng(seed)``, the explorer given
-    that generator, ``cost_model`` (default: XGBoost seeded with ``seed``) and the schedule
-    features of ``space`` and, with ``prior``, the target's schedule prior
-    (:meth:`heronlike.target.DLATarget.prior`; a :class:`~heronlike.prior.LinearPrior` given
-    instead is used as it is) for the untrained first round. Every caller that
+    that generator, ``cost_model`` and the schedule features of ``space`` and, with ``prior``,
+    the target's schedule prior (:meth:`heronlike.target.DLATarget.prior`; a
+    :class:`~heronlike.prior.LinearPrior` given instead is used as it is), which ranks the
+    untrained first round. The default ``cost_model`` is XGBoost seeded with ``seed``, with the
+    prior as its base margin where there is one
+    (:class:`~heronlike.cost_model.PriorMarginCostModel`; pass ``XGBCostModel(seed=seed)`` for
+    Heron's model alone). Every caller that
     must reproduce a tune (the session, offline bundles, benchmarks) builds them here, so one
     seed means one search.
 
@@ -138,7 +141,7 @@ def search_for(
         UnknownExplorerError, TypeError: as :func:`make_explorer`.
         InvalidArgumentError: ``prior`` is neither a bool nor a ``LinearPrior``.
     """
-    from heronlike.cost_model import XGBCostModel
+    from heronlike.cost_model import PriorMarginCostModel, XGBCostModel
     from heronlike.features import ScheduleFeatures
     from heronlike.prior import check_prior_choice
     from heronlike.sampler import RandSAT
@@ -147,15 +150,21 @@ def search_for(
 
     rng = np.random.default_rng(seed)
     sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
-    model = cost_model if cost_model is not None else XGBCostModel(seed=seed)
+    featurizer = ScheduleFeatures(space)
+    chosen = prior if not isinstance(prior, bool) else space.target.prior() if prior else None
+    model = cost_model
+    if model is None:
+        model = XGBCostModel(seed=seed)
+        if chosen is not None:
+            model = PriorMarginCostModel(chosen, featurizer.names, model)
     found = make_explorer(
         explorer,
         space.csp,
         sampler,
         model,
         rng,
-        featurizer=ScheduleFeatures(space),
-        prior=prior if not isinstance(prior, bool) else space.target.prior() if prior else None,
+        featurizer=featurizer,
+        prior=chosen,
         **dict(options or {}),
     )
     return sampler, found
