@@ -12,6 +12,10 @@ under the same conditions. Per row:
 * ``*_trials_to_95``: trials until the tune's best reached 95 % of its final tuning-time best;
 * ``speedup``: ``off_final_ms / on_final_ms`` (> 1: the prior's tune found the faster kernel).
 
+``--model-alone`` makes the ``off`` arm the cost model before
+:class:`~heronlike.cost_model.PriorMarginCostModel`: the prior ranks its first round, then
+XGBoost alone ranks the rest (the ``on`` arm: XGBoost with the prior as its base margin).
+
 ``--baseline FILE`` makes the ``off`` arm rank its first round by another prior instead of
 none: a JSON file ``{"weights": {generic feature: weight}, "source": "..."}`` (a refitted prior
 against the one it replaces: ``git show REV:dla_targets/dlboost.py`` has the old weights).
@@ -39,6 +43,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import heronlike  # noqa: E402
 from benchmarks import suite  # noqa: E402
+from heronlike.cost_model import XGBCostModel  # noqa: E402
 from heronlike.host import cpu_model, machine_stamp  # noqa: E402
 from heronlike.prior import LinearPrior  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
@@ -54,7 +59,9 @@ def _ms(latency_s: float | None) -> float | None:
 
 def tune_arm(compute, target: str, a: argparse.Namespace, seed: int, prior: bool, work: Path):
     """One tune; its result, the best after its first round (s) and its trials to 95 %. The
-    ``off`` arm (``prior=False``) uses ``a.baseline``'s prior when one is given."""
+    ``off`` arm (``prior=False``) uses ``a.baseline``'s prior when one is given; with
+    ``--model-alone`` it keeps the target's prior for its first round and then ranks by the
+    XGBoost model alone, without the prior as its base margin."""
     curve: list[tuple[int, float]] = []
 
     def progress(p) -> None:  # noqa: ANN001
@@ -68,7 +75,8 @@ def tune_arm(compute, target: str, a: argparse.Namespace, seed: int, prior: bool
         batch_size=a.batch,
         explorer=a.explorer,
         seed=seed,
-        prior=prior or a.baseline_prior or False,
+        prior=prior or a.baseline_prior or a.model_alone,
+        cost_model=XGBCostModel(seed=seed) if a.model_alone and not prior else None,
         records=work / f"{'on' if prior else 'off'}-{seed}.sqlite",
         work_dir=work,
         number=suite.TRIAL_NUMBER,
@@ -107,7 +115,13 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             shape_run=suite._params_text(run_params),
             target=on.target_key,
             explorer=a.explorer,
-            baseline=a.baseline_prior.source if a.baseline_prior else "no prior",
+            baseline=(
+                a.baseline_prior.source
+                if a.baseline_prior
+                else "the prior, then XGBoost alone"
+                if a.model_alone
+                else "no prior"
+            ),
             trials=a.trials,
             batch=a.batch,
             seed=seed,
@@ -146,7 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="the off arm ranks its first round by this prior (JSON weights) instead of none",
     )
+    p.add_argument(
+        "--model-alone",
+        action="store_true",
+        help="the off arm keeps the prior for its first round, then ranks by XGBoost alone "
+        "(no prior as its base margin: the cost model before PriorMarginCostModel)",
+    )
     a = p.parse_args(argv)
+    if a.model_alone and a.baseline is not None:
+        p.error("--model-alone and --baseline are two different off arms: pick one")
     a.baseline_prior = None
     if a.baseline is not None:
         spec = json.loads(a.baseline.read_text())
@@ -159,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     first = [r["first_round_speedup"] for r in rows if r["first_round_speedup"]]
     print(f"\n{len(rows)} tunes per arm ({cpu_model()}, {mode.target}, {a.trials} trials):")
     off = f"the baseline prior ({a.baseline_prior.source})" if a.baseline_prior else "off"
+    if a.model_alone:
+        off = "the prior's first round, then XGBoost without the prior as its base margin"
     print(f"  off arm: {off}")
     print(f"  first round, prior on vs off: geomean {suite.geomean(first):.3f}x")
     print(

@@ -384,6 +384,48 @@ PRIOR_REFIT_COLUMNS = (
     Col("at 95 % of its best after 8 trials, new / old", "{on_at_8} / {off_at_8} of {seeds}"),
 )
 
+#: prior_effect.py --model-alone: both arms rank their first round by the prior (the same
+#: proposals); the "on" arm's later rounds by XGBoost with the prior as its base margin, the
+#: "off" arm's by XGBoost alone
+PRIOR_MARGIN_TUNE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("final ms, margin / model alone (median)", "{on_final_ms:.4f} / {off_final_ms:.4f}"),
+    Col("final kernel, margin vs model alone", "{speedup:.3f}"),
+    Col("tunes faster with the margin", "{better} of {seeds}"),
+)
+
+#: prior_margin.py's budgets, one column each
+MARGIN_BUDGETS = (16, 24, 32, 48)
+
+
+def margin_replay_rows(raw: list[Row]) -> list[Row]:
+    """prior_margin-*.csv (one row per workload, arm and budget): one row per workload and arm,
+    the best so far over the best recorded at each budget in ``b<trials>``; the ``all`` rows
+    (geomeans over the workloads) last, as summaries."""
+    out: dict[tuple[str, str], Row] = {}
+    for r in raw:
+        every = r["workload"] == "all"
+        row = out.setdefault(
+            (r["workload"], r["arm"]),
+            {k: v for k, v in r.items() if k not in ("trials", "best_over_recorded_best")}
+            | {"_summary": every},
+        )
+        row[f"b{r['trials']}"] = r["best_over_recorded_best"]
+    rows = list(out.values())
+    n = len({r["workload"] for r in rows if not r["_summary"]})
+    for r in rows:
+        if r["_summary"]:
+            r["workload"] = f"geomean over {n} workloads"
+    return [r for r in rows if not r["_summary"]] + [r for r in rows if r["_summary"]]
+
+
+PRIOR_MARGIN_REPLAY_COLUMNS = (
+    Col("case", "{workload}"),
+    Col("later rounds ranked by", "{arm}"),
+    *(Col(f"best / best recorded, {b} trials", f"{{b{b}:.3f}}") for b in MARGIN_BUDGETS),
+)
+
 
 def _option_arms(raw: list[Row]) -> tuple[list[Row], dict[str, list[Row]], list[Row]]:
     """target_options-*.csv rows with the option's arm renamed "on" and the plain target's
@@ -2050,6 +2092,21 @@ TABLES: dict[str, Table] = {
             PRIOR_REFIT_COLUMNS,
             "python benchmarks/prior_effect.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1 "
             "--seeds 3 --baseline benchmarks/priors/dlboost-2026-11-28.json",
+            rows=prior_by_case,
+        ),
+        Table(  # the prior as the cost model's base margin, replayed on random programs
+            "prior-margin-replay",
+            ("prior_margin-*.csv",),
+            PRIOR_MARGIN_REPLAY_COLUMNS,
+            "python benchmarks/prior_margin.py <records of prior_records.py --trials 160>",
+            rows=margin_replay_rows,
+        ),
+        Table(  # the same, in tunes timed side by side
+            "prior-margin-tunes",
+            ("prior_margin_tunes-*.csv",),
+            PRIOR_MARGIN_TUNE_COLUMNS,
+            "python benchmarks/prior_effect.py --cases G3,B1,C1D5,C2D1,C2D4,C3D3,D1,G1 "
+            "--seeds 2 --model-alone",
             rows=prior_by_case,
         ),
         Table(  # a register tile of at least the latency-hiding count, in tunes
