@@ -46,6 +46,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import prior_fit  # noqa: E402
+from benchmarks.suite import geomean  # noqa: E402
 from heronlike.cost_model import PriorMarginCostModel, XGBCostModel  # noqa: E402
 from heronlike.host import machine_slug, machine_stamp  # noqa: E402
 from heronlike.prior import LinearPrior  # noqa: E402
@@ -117,10 +118,6 @@ def _descriptions(path: Path) -> dict[str, str]:
     return {key: text for key, text in rows}
 
 
-def _geomean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values))))
-
-
 def main(argv: list[str] | None = None) -> int:
     from dla_targets.dlboost import PRIOR
 
@@ -157,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         for arm in ARMS:
             ratios = replay(arms[arm], scores, latency, a.repeats, seed=1)
             for budget, values in ratios.items():
-                g = _geomean(values)
+                g = geomean(values)
                 per_arm.setdefault((arm, budget), []).append(g)
                 rows.append(
                     dict(
@@ -172,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                         **machine_stamp(),
                     )
                 )
-            line.append(f"{arm} {_geomean(ratios[BUDGETS[0]]):.3f}")
+            line.append(f"{arm} {geomean(ratios[BUDGETS[0]]):.3f}")
         print("  ".join(line), flush=True)
     for (arm, budget), values in per_arm.items():
         rows.append(
@@ -183,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 arm=arm,
                 trials=budget,
                 repeats=a.repeats,
-                best_over_recorded_best=round(_geomean(values), 5),
+                best_over_recorded_best=round(geomean(values), 5),
                 within_95_pct="",
                 **machine_stamp(),
             )
@@ -191,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ngeomean over {len(workloads)} workloads of best so far / best recorded:")
     print("  arm     " + "".join(f"{b:>9d}" for b in BUDGETS))
     for arm in ARMS:
-        print(f"  {arm:7s} " + "".join(f"{_geomean(per_arm[arm, b]):9.4f}" for b in BUDGETS))
+        print(f"  {arm:7s} " + "".join(f"{geomean(per_arm[arm, b]):9.4f}" for b in BUDGETS))
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / f"prior_margin-{machine_slug()}-{machine_stamp()['date']}.csv"
     with path.open("w", newline="") as f:
