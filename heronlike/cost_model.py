@@ -154,16 +154,7 @@ class XGBCostModel:
         """
         import xgboost as xgb
 
-        x = np.asarray(features, dtype=np.float64)
-        y = np.asarray(throughput, dtype=np.float64)
-        if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
-            raise ValueError(
-                f"features must be (n, f) and throughput (n,); got {x.shape} and {y.shape}"
-            )
-        if y.size and not (np.all(np.isfinite(y)) and np.all(y > 0)):
-            raise ValueError("throughput must be finite and > 0 (leave failed trials out)")
-        if not np.all(np.isfinite(x)):
-            raise ValueError("features must be finite")
+        x, y = _training_data(features, throughput)
         self._n_features = x.shape[1]
         if x.shape[0] < max(self.min_trials, 1):
             self._booster = None
@@ -258,6 +249,22 @@ class XGBCostModel:
         return [s / w if w > 0 else 0.0 for s, w in zip(sums, splits, strict=True)]
 
 
+def _training_data(features: np.ndarray, throughput: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``features`` and ``throughput`` as float64 arrays, checked as :meth:`XGBCostModel.fit`
+    says."""
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(throughput, dtype=np.float64)
+    if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"features must be (n, f) and throughput (n,); got {x.shape} and {y.shape}"
+        )
+    if y.size and not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise ValueError("throughput must be finite and > 0 (leave failed trials out)")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("features must be finite")
+    return x, y
+
+
 def _margin(base_margin: np.ndarray | None, x: np.ndarray) -> np.ndarray | None:
     if base_margin is None:
         return None
@@ -325,21 +332,14 @@ class PriorMarginCostModel:
             ValueError: as :meth:`XGBCostModel.fit`, or when ``features`` has not one column
                 per name.
         """
-        x = np.asarray(features, dtype=np.float64)
-        y = np.asarray(throughput, dtype=np.float64)
-        if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
-            raise ValueError(
-                f"features must be (n, f) and throughput (n,); got {x.shape} and {y.shape}"
-            )
+        x, y = _training_data(features, throughput)
         if not y.size:
             self.inner.fit(x, y)
             return
-        if not (np.all(np.isfinite(y)) and np.all(y > 0)):
-            raise ValueError("throughput must be finite and > 0 (leave failed trials out)")
         s = self.prior.score(self.names, x)
         label = y / y.max()
         a, b = float(label.mean()), 0.0
-        if s.size > 1 and np.ptp(s) > 0:
+        if np.ptp(s) > 0:
             slope, intercept = np.polyfit(s, label, 1)
             if slope > 0:
                 a, b = float(intercept), float(slope)
