@@ -2106,7 +2106,7 @@ TABLES: dict[str, Table] = {
             ("prior_margin_tunes-*.csv",),
             PRIOR_MARGIN_TUNE_COLUMNS,
             "python benchmarks/prior_effect.py --cases G3,B1,C1D5,C2D1,C2D4,C3D3,D1,G1 "
-            "--seeds 2 --model-alone",
+            "--seeds 2 --model-alone (the second file: --seeds 4)",
             rows=prior_by_case,
         ),
         Table(  # a register tile of at least the latency-hiding count, in tunes
