@@ -48,15 +48,18 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks import prior_fit  # noqa: E402
 from benchmarks.suite import geomean  # noqa: E402
 from heronlike.cost_model import PriorMarginCostModel, XGBCostModel  # noqa: E402
+from heronlike.explore.base import Explorer  # noqa: E402
+from heronlike.explore.cga import CGAOptions  # noqa: E402
 from heronlike.host import machine_slug, machine_stamp  # noqa: E402
 from heronlike.prior import LinearPrior  # noqa: E402
 
 ARMS = ("model", "margin", "prior", "random")
 BUDGETS = (16, 24, 32, 48)
 ROUND = 8
-POOL = 64
-EPSILON = 0.6
-FIRST_SHARE = 0.75
+#: the explorers' first round with a prior (Explorer.initial) and CGA's later ε-greedy pick
+POOL = ROUND * Explorer.prior_pool_factor
+FIRST_SHARE = Explorer.prior_share
+EPSILON = CGAOptions().epsilon
 
 #: ranks ``candidates`` (row indices) from the ``measured`` rows of a workload
 Ranker = Callable[[np.ndarray, np.ndarray], np.ndarray]
