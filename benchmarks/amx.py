@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import datetime as dt
 import os
 import shutil
@@ -39,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.csv_rows import write_rows  # noqa: E402
 from benchmarks.suite import parse_case, split_cases  # noqa: E402
 from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
 
@@ -217,11 +217,7 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
         "tvm_version": tvm.__version__,
         "date": dt.date.today().isoformat(),
     }
-    fields = list(dict.fromkeys(k for r in rows for k in r)) + list(stamp)
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fields)
-        writer.writeheader()
-        writer.writerows({**r, **stamp} for r in rows)
+    write_rows(path, ({**r, **stamp} for r in rows))
     print(f"wrote {path}")
 
 

@@ -25,7 +25,6 @@ medians.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import statistics
 import sys
@@ -37,6 +36,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import heronlike  # noqa: E402
+from benchmarks.csv_rows import write_rows  # noqa: E402
 from heronlike.host import cpu_model, machine_slug  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
 
@@ -143,11 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     cpu = machine_slug()
     name = f"final_pick-{a.op}{a.shape.replace(',', 'x')}-{cpu}-{dt.date.today()}.csv"
-    a.out.mkdir(parents=True, exist_ok=True)
-    with (a.out / name).open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(a.out / name, rows)
     med = {
         k: statistics.median(r[k] for r in rows if r[k] is not None)
         for k in rows[0]

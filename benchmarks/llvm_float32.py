@@ -35,7 +35,6 @@ Writes ``benchmarks/results/llvm_float32[-quick]-<cpu>-<date>.csv`` (the CPU mod
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -49,6 +48,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.csv_rows import write_rows  # noqa: E402
 from benchmarks.suite import (  # noqa: E402
     FINAL_NUMBER,
     FINAL_REPEAT,
@@ -356,15 +356,14 @@ COLUMNS = (
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            cells = dict(row)
-            for key in ("heronlike", "unscheduled", "ms"):
-                v = row.get(f"{key}_s")
-                cells[f"{key}_ms"] = v * 1e3 if v else None
-            writer.writerow({k: ("" if cells.get(k) is None else cells[k]) for k in COLUMNS})
+    """One row per case, :data:`COLUMNS` in order, each latency also in milliseconds."""
+
+    def cells(row: dict[str, Any]) -> dict[str, Any]:
+        ms = {f"{key}_ms": row[f"{key}_s"] * 1e3 if row.get(f"{key}_s") else None
+              for key in ("heronlike", "unscheduled", "ms")}  # fmt: skip
+        return {**row, **ms}
+
+    write_rows(path, (cells(row) for row in rows), COLUMNS)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

@@ -24,7 +24,6 @@ regret of each rule and how often it picked the later-fastest finalist.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import statistics
 import sys
@@ -37,6 +36,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import heronlike  # noqa: E402
+from benchmarks.csv_rows import write_rows  # noqa: E402
 from benchmarks.final_pick import remeasure_later, tune_options  # noqa: E402
 from benchmarks.suite import parse_case  # noqa: E402
 from heronlike.host import cpu_model, cpu_signature, machine_slug  # noqa: E402
@@ -132,11 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     name = f"pick_rule-{machine_slug()}-{dt.date.today()}.csv"
-    a.out.mkdir(parents=True, exist_ok=True)
-    with (a.out / name).open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(a.out / name, rows)
     print(f"\n{len(rows)} tunes ({cpu_model()}, {a.target}, {a.trials} trials, k={a.finalists}):")
     for rule in RULES:
         regrets = [r[f"{rule}_regret"] for r in rows]

@@ -34,7 +34,6 @@ needs 4 vector instructions a cycle to reach it).
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
 import statistics
 import subprocess
@@ -46,6 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.csv_rows import write_rows  # noqa: E402
 from heronlike.host import cpu_flags, machine_stamp  # noqa: E402
 
 VARIANTS = ("widen_ab", "widen_a", "widen_b", "none", "maddubs")
@@ -240,10 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             + ("" if exact[(m, n, variant)] else "  (not exact)")
         )
     if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(out[0]))
-            w.writeheader()
-            w.writerows(out)
+        write_rows(a.csv, out)
         print(f"wrote {a.csv}")
     return 0
 

@@ -32,7 +32,6 @@ The cases above are ones the DL Boost prior was not fitted on (``dla_targets/dlb
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sqlite3
 import sys
@@ -46,6 +45,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import prior_fit  # noqa: E402
+from benchmarks.csv_rows import write_rows  # noqa: E402
 from benchmarks.suite import geomean  # noqa: E402
 from heronlike.cost_model import PriorMarginCostModel, XGBCostModel  # noqa: E402
 from heronlike.explore.base import Explorer  # noqa: E402
@@ -192,12 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  arm     " + "".join(f"{b:>9d}" for b in BUDGETS))
     for arm in ARMS:
         print(f"  {arm:7s} " + "".join(f"{geomean(per_arm[arm, b]):9.4f}" for b in BUDGETS))
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / f"prior_margin-{machine_slug()}-{machine_stamp()['date']}.csv"
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    path = write_rows(a.out / f"prior_margin-{machine_slug()}-{machine_stamp()['date']}.csv", rows)
     print(f"wrote {path}")
     return 0
 

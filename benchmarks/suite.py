@@ -130,6 +130,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.csv_rows import write_rows  # noqa: E402
+
 #: the argument names of each heronlike.ops builder, in its positional order (dtype excluded)
 API_ARGS: dict[str, tuple[str, ...]] = {name: args for name, (_, args) in OPERATORS.items()}
 
@@ -1715,12 +1717,7 @@ def run_per_case(
             rows += found if isinstance(found, list) else [found]
     if not rows:
         return rows, None
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{stem}-{machine_slug()}-{dt.date.today()}.csv"
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-        writer.writeheader()
-        writer.writerows(rows)
+    path = write_rows(args.out / f"{stem}-{machine_slug()}-{dt.date.today()}.csv", rows)
     print(f"wrote {path}")
     return rows, path
 
@@ -2067,14 +2064,7 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
     """One row per case, :data:`COLUMNS` in order (empty cell = not measured); every row names
     the machine (CPU model and family/model/stepping, threads) and the date. Written to a
     temporary file and renamed, so a kill never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            row = stamped(row)
-            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
-    os.replace(tmp, path)
+    write_rows(path, (stamped(row) for row in rows), COLUMNS)
 
 
 #: the geometric means of the summary: (label, column)
@@ -2128,15 +2118,7 @@ def summarize(rows: list[dict[str, Any]], mode: Mode) -> list[dict[str, Any]]:
 def write_summary(summary: list[dict[str, Any]], path: Path, header: dict[str, Any]) -> None:
     """The summary CSV: one row per (metric, subset), each with the run's header fields."""
     fields = ["metric", "column", "over", "geomean", "cases", "note", *header]
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for s in summary:
-            writer.writerow(
-                {**s, **header, "geomean": "" if s["geomean"] is None else s["geomean"]}
-            )
-    os.replace(tmp, path)
+    write_rows(path, ({**s, **header} for s in summary), fields)
 
 
 def write_chart(rows: list[dict[str, Any]], path: Path, title: str) -> bool:

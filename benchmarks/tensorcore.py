@@ -57,6 +57,11 @@ from heronlike.host import cpu_model
 from heronlike.measure.run_bundle import BUNDLE_FILE, RESULTS_FILE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import csv_rows  # noqa: E402
+
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 OUT = REPO_ROOT / "benchmarks" / "out"
 DEFAULT_RECORDS = OUT / "tensorcore_records.sqlite"
@@ -132,8 +137,6 @@ def heron_to_params(op: str, heron_args: Sequence[int]) -> dict[str, int]:
     """
     if op not in ("gemm", "bmm", "c2d"):
         raise ValueError(f"no TensorCore case conversion for {op!r}")
-    if str(REPO_ROOT) not in sys.path:  # run as a script: make ``benchmarks.*`` importable
-        sys.path.insert(0, str(REPO_ROOT))
     from benchmarks.suite import heron_to_params as convert
 
     return convert(op, heron_args)
@@ -211,14 +214,7 @@ def write_rows(
             kept = [r for r in csv.DictReader(f) if ident(r) not in new_keys]
     order = {c: i for i, c in enumerate(TC_CASES)}
     merged = sorted(kept + rows, key=lambda r: (order.get(r["case"], 99), ident(r)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        for row in merged:
-            writer.writerow({c: "" if row.get(c) is None else row.get(c) for c in columns})
-    tmp.replace(path)
+    csv_rows.write_rows(path, merged, columns)
 
 
 def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
