@@ -109,10 +109,11 @@ def library_uses_vnni(path: str | Path) -> bool | None:
 _CURVE_CALLBACK: Any = None
 
 
-def _curve_callback(t0: float, time_limit_s: float | None = None) -> Any:
+def _curve_callback(t0: float, time_limit_s: float | None, trials: int) -> Any:
     """A MetaSchedule measure callback that appends ``(trials, seconds since t0, best latency)``
     to its ``points`` after every measured batch and, once ``time_limit_s`` seconds have
-    passed, terminates the task (no new batch starts: heronlike's ``time_budget_s`` rule).
+    passed, terminates the task (no new batch starts: heronlike's ``time_budget_s`` rule)
+    unless the batch reached the tune's ``trials``, where TVM terminates it.
     The class is built on first use: it needs TVM."""
     global _CURVE_CALLBACK
     if _CURVE_CALLBACK is None:
@@ -123,9 +124,10 @@ def _curve_callback(t0: float, time_limit_s: float | None = None) -> Any:
 
         @derived_object
         class CurveCallback(PyMeasureCallback):
-            def __init__(self, t0: float, time_limit_s: float | None) -> None:
+            def __init__(self, t0: float, time_limit_s: float | None, trials: int) -> None:
                 self.t0 = t0
                 self.time_limit_s = time_limit_s
+                self.trials = trials
                 self.done = 0
                 self.best: float | None = None
                 self.points: list[tuple[int, float, float | None]] = []
@@ -140,11 +142,14 @@ def _curve_callback(t0: float, time_limit_s: float | None = None) -> Any:
                             self.best = lat
                 elapsed = time.perf_counter() - self.t0
                 self.points.append((self.done, elapsed, self.best))
-                if self.time_limit_s is not None and elapsed >= self.time_limit_s:
+                # past the trial budget, TVM terminates the task itself after this batch
+                # (terminating it twice fails TVM's check)
+                over = self.time_limit_s is not None and elapsed >= self.time_limit_s
+                if over and self.done < self.trials:
                     task_scheduler.terminate_task(task_id)
 
         _CURVE_CALLBACK = CurveCallback
-    return _CURVE_CALLBACK(t0, time_limit_s)
+    return _CURVE_CALLBACK(t0, time_limit_s, trials)
 
 
 def register_guarded_vnni(name: str = "dot_16x4_vnni") -> str:
@@ -278,7 +283,7 @@ def _tune(
         _register_heronlike_intrinsic(intrinsic)
         space = intrinsic_space(intrinsic)
     t0 = time.perf_counter()
-    curve = _curve_callback(t0, time_limit_s)
+    curve = _curve_callback(t0, time_limit_s, trials)
     db = ms.tune_tir(
         mod=mod,
         target=tgt,

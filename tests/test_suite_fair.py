@@ -371,6 +371,28 @@ def test_metaschedule_gets_the_vpmaddwd_intrinsic() -> None:
     np.testing.assert_array_equal(tensors[out].numpy(), expected[out])
 
 
+@pytest.mark.slow  # about 50 s: MetaSchedule's import, builder and runner pools
+def test_metaschedule_time_limit_on_its_last_round(tmp_path: Path) -> None:
+    """A time limit spent in the round that also reaches the trial budget: TVM has terminated
+    the task already, and the harness's callback must not terminate it again (TVM's check
+    failed there, losing the MetaSchedule column of D5 and T1 at 32 trials)."""
+    import tvm
+
+    from benchmarks.metaschedule import _tune
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+
+    func = ComputeDAG.from_compute(ops.gemm(16, 16, 16, dtype="float32")).func
+    mod_json = tvm.ir.save_json(tvm.IRModule({"main": func}))
+    result = _tune(
+        mod_json, {"kind": "llvm", "num-cores": 1}, trials=2, trials_per_iter=2,
+        work_dir=str(tmp_path), seed=0, cores=1, number=1, repeat=1, min_repeat_ms=0,
+        time_limit_s=0.0,
+    )  # fmt: skip
+    assert result.error is None and result.trials_run == 2 and result.valid >= 1
+    assert [n for n, _, _ in result.curve] == [2]
+
+
 @pytest.mark.parametrize(
     ("target", "op", "params"),
     [
