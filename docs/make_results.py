@@ -1436,6 +1436,42 @@ def convergence_counts(rows: list[Row]) -> list[Row]:
     return [{"case": "95 % within half of MS", "shape_run": text}]
 
 
+def half_target_counts(rows: list[Row]) -> list[Row]:
+    """A summary row: on how many rows heronlike reached 95 % of the better best after half of
+    MetaSchedule's budget within half of MetaSchedule's trials to it (``*_to_half_target``,
+    MetaSchedule counted over its whole budget), and on how many by the whole budget's
+    target."""
+    rows = [r for r in rows if r.get("half_target_95_ms")]
+    got = {col: [_within_half(r, "trials", col) for r in rows] for col in ("half_target", "target")}
+    parts = [
+        f"{got[col].count('met')} met, {got[col].count('missed')} missed, "
+        f"{got[col].count('open')} open {what}"
+        for col, what in (
+            ("half_target", "for the target after half the budget"),
+            ("target", "for the target after the whole budget"),
+        )
+    ]
+    text = f"of {len(rows)} rows, heronlike within half of MS's trials: " + "; ".join(parts)
+    return [{"case": "95 % within half of MS's trials", "shape_run": text}]
+
+
+def _half_target_status(r: Row) -> str:
+    return _within_half(r, "trials", "half_target") if r.get("ms_trials") is not None else ""
+
+
+def _trials_to(col: str) -> Cell:
+    """``heronlike / MS`` trials to the ``col`` target (``> budget`` where MS never got it)."""
+
+    def cell(r: Row) -> str:
+        if r.get("ms_trials") is None:  # a summary row
+            return ""
+        h, ms = r.get(f"heronlike_trials_to_{col}"), r.get(f"ms_trials_to_{col}")
+        ms_text = f"> {r['ms_trials']}" if ms is None else str(ms)
+        return f"{'—' if h is None else h} / {ms_text}"
+
+    return cell
+
+
 #: the fair table on VNNI with the one-target convergence columns (suite.py since 2026-12-04)
 FAIR_VNNI_TARGET_COLUMNS = FAIR_VNNI_FASTEST_COLUMNS + (
     Col(
@@ -1620,6 +1656,13 @@ FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
+#: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
+#: twice the budget (2026-12-05)
+OPEN_ROWS32_XEON_EMR_CSV = "suite_open-rows32-vnni-intel-xeon-emr-2026-12-05.csv"
+OPEN_ROWS32_CMD = (
+    "python benchmarks/suite.py --quick --trials 32 --no-equal-wall "
+    "--cases G1,C1D5,C2D2,C2D4,C2D5,C3D5,D5,T1,T4,T5,T6,S3"
+)
 #: the 13 small cases whose space SplitAxisNotInnermost changes, tuned again with it (2026-12-05)
 SUITE_SPLIT_AXIS_CSV = "suite_split_axis-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: eight of the fair table's cases with every harness sample labelled by the core-to-core round
@@ -1970,6 +2013,42 @@ TABLES: dict[str, Table] = {
                 fair_geomeans(FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
                 peak_counts,
                 convergence_counts,
+            ),
+        ),
+        Table(  # ... its 12 rows the convergence count left open, both tuners at 32 trials
+            "suite-open-rows32-xeon-emr-2026-12-05",
+            (OPEN_ROWS32_XEON_EMR_CSV,),
+            (
+                Col("case", "{case}"),
+                Col("shape run", "{shape_run}"),
+                Col("heronlike ms", "{heronlike_ms:.3f}"),
+                Col("MetaSchedule ms", "{ms_ms:.3f}"),
+                Col("PyTorch ms", "{pytorch_ms:.3f}"),
+                Col("vs MS", "{speedup_vs_ms:.2f}"),
+                Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+                Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
+                Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
+                Col(
+                    "% of peak H / MS / PyTorch, fastest process",
+                    "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f}"
+                    " / {pytorch_pct_peak_fastest_process:.0f}",
+                ),
+                Col("trials to 95 % of the better best at 16, H / MS", _trials_to("half_target")),
+                Col("within half of MS's trials", _half_target_status),
+                Col("trials to 95 % of the better best at 32, H / MS", _trials_to("target")),
+                Col("search s H / MS", "{heronlike_search_s:.0f} / {ms_search_s:.0f}"),
+            ),
+            OPEN_ROWS32_CMD,
+            summary=both(
+                fair_geomeans(
+                    (
+                        "speedup_vs_ms",
+                        "speedup_vs_pytorch",
+                        "speedup_vs_ms_fastest_process",
+                        "speedup_vs_pytorch_fastest_process",
+                    )
+                ),
+                half_target_counts,
             ),
         ),
         Table(  # ... on a Zen 5, 2026-12-05, every sample labelled by the distance of the cores

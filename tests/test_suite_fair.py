@@ -168,6 +168,31 @@ def test_one_target_for_both_tuners() -> None:
     assert "target_95_ms" not in one_sided
 
 
+def test_target_at_half_the_budget() -> None:
+    """``half_target_95_ms`` is 95 % of the better best after half of MetaSchedule's budget;
+    trials to it count over each tuner's whole budget, so a run with twice the table's budget
+    says how many trials MetaSchedule needed for the table's target."""
+    # after 4 trials: heronlike 1.0 (trial 2), MetaSchedule 1.5; target 1 / 0.95
+    heronlike = [2e-3, 1e-3, None, 1.2e-3, 0.5e-3, 1e-3, 1e-3, 1e-3]
+    ms = [1.5e-3, 1.6e-3, None, 1.5e-3, 1.2e-3, 1.05e-3, 0.9e-3, 1e-3]
+    row = {
+        "ms_trials": 8,
+        "heronlike_trial_ms": suite.trials_text(heronlike),
+        "ms_trial_ms": suite.trials_text(ms),
+    }
+    suite.add_target_columns(row)
+    assert row["half_target_95_ms"] == pytest.approx(1.0 / 0.95)
+    assert row["heronlike_trials_to_half_target"] == 2
+    assert row["ms_trials_to_half_target"] == 6  # 1.05 <= 1.0526: after the half
+    assert row["target_95_ms"] == pytest.approx(0.5 / 0.95)  # the whole budget's target
+    row["ms_trial_ms"] = suite.trials_text([1.5e-3] * 8)  # never reached
+    suite.add_target_columns(row)
+    assert row["ms_trials_to_half_target"] is None
+    no_budget = {k: v for k, v in row.items() if not k.startswith(("half", "ms_trials"))}
+    suite.add_target_columns(no_budget)  # an older row without ms_trials: no half target
+    assert "half_target_95_ms" not in no_budget
+
+
 def test_launch_ceiling_is_the_compute_floor_over_it_plus_the_launch() -> None:
     """6 µs of compute and a 0.65-µs launch leave room for 6 / 6.65 = 90.2 % of the peak."""
     row = {"gop": 0.012, "peak_gops": 2000.0, "memory_floor_ms": 0.001, "launch_us": 0.65}
