@@ -22,6 +22,9 @@ Then it fits on every workload and prints the weights as the Python mapping a ta
 to see what they add (``--without tile.loads``). ``--current T`` also checks the prior target
 ``T`` uses today (``dlboost``) on the same workloads, as it is (it was fitted on other records,
 so no workload is left out): whether a refit ranks these records better than it.
+``--trees`` runs the same checks with a nonlinear model of the same generic features (an
+XGBoost regression of ``-ln(latency)``, centred within each workload as the linear fit is,
+:class:`TreePrior`): whether the prior's linear form, not its features, limits its ranking.
 ``--hold-out CASES`` leaves the workloads of those suite cases out of every fit and checks the
 final fit on them (the cases a tune-level check of the prior then runs out of sample).
 
@@ -42,6 +45,7 @@ import json
 import sqlite3
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +55,12 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from heronlike.features import ScheduleFeatures  # noqa: E402
-from heronlike.prior import GENERIC_FEATURES, LinearPrior, fit_linear_prior  # noqa: E402
+from heronlike.prior import (  # noqa: E402
+    GENERIC_FEATURES,
+    LinearPrior,
+    fit_linear_prior,
+    generic_features,
+)
 from heronlike.space import Space, generate_space  # noqa: E402
 
 Workload = tuple[list[str], np.ndarray, np.ndarray]
@@ -118,6 +127,41 @@ def current_points(space: Space, rows: list[tuple[str, float]]) -> tuple[list[di
     return points, latencies
 
 
+@dataclass(frozen=True)
+class TreePrior:
+    """A nonlinear counterpart of :class:`heronlike.prior.LinearPrior` for ``--trees``: an
+    XGBoost regression of ``-ln(latency)`` on the generic features, each workload's labels
+    centred (the fixed effects of :func:`heronlike.prior.fit_linear_prior`), so only the order
+    of its scores within one space means anything. Not shipped: a check of the linear form."""
+
+    booster: object
+    features: tuple[str, ...]
+
+    @classmethod
+    def fit(cls, workloads: list[Workload], features: tuple[str, ...], seed: int = 0) -> TreePrior:
+        """Fit on ``(names, x, latency_s)`` workloads (150 trees of depth 4, learning rate
+        0.1, 80 % row subsampling)."""
+        import xgboost as xgb
+
+        rows = [_generic_matrix(names, x, features) for names, x, _ in workloads]
+        labels = [-np.log(lat) + np.log(lat).mean() for _, _, lat in workloads]
+        params = {"max_depth": 4, "eta": 0.1, "subsample": 0.8, "min_child_weight": 3}
+        dtrain = xgb.DMatrix(np.concatenate(rows), label=np.concatenate(labels))
+        return cls(xgb.train({**params, "seed": seed}, dtrain, 150), features)
+
+    def score(self, names: list[str], x: np.ndarray) -> np.ndarray:
+        """``(n,)`` scores of the ``n`` rows of ``x`` (columns ``names``); higher = faster."""
+        import xgboost as xgb
+
+        return self.booster.predict(xgb.DMatrix(_generic_matrix(names, x, self.features)))
+
+
+def _generic_matrix(names: list[str], x: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
+    """The ``(n, len(features))`` generic-feature columns of ``x`` (absent ones 0)."""
+    cols = generic_features(names, x)
+    return np.stack([cols.get(f, np.zeros(len(x))) for f in features], axis=1)
+
+
 def case_keys(cases: str) -> set[str]:
     """The workload keys of the suite's ``cases`` (``benchmarks/suite.py`` names or shapes,
     comma-separated) as :mod:`benchmarks.prior_records` records them: int8 on this CPU's DL
@@ -163,7 +207,7 @@ def report(
     label: str,
     data: list[Workload],
     a: argparse.Namespace,
-    prior_for: Callable[[int], LinearPrior],
+    prior_for: Callable[[int], LinearPrior | TreePrior],
 ) -> str:
     """One line: how well ``prior_for(i)`` ranks workload ``i``'s trials, over all workloads
     (Spearman against the measured speed; the best of its top ``a.k`` of random pools of
@@ -210,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         help="fit without the workloads of these suite cases (comma-separated) and check the "
         "fit on them: the cases a later tune-level check runs out of sample",
     )
+    p.add_argument(
+        "--trees",
+        action="store_true",
+        help="also check an XGBoost regression on the same generic features (TreePrior)",
+    )
     a = p.parse_args(argv)
     keys: list[str] = []
     data, skipped = load(a.records, a.target, a.min_trials, keys)
@@ -245,6 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         prior = fit_linear_prior(data, features=features, ridge=a.ridge)
         if held:
             print(report(f"{label}, the {len(held)} held out", held, a, lambda _, p=prior: p))
+        if a.trees:
+
+            def trees_without(i: int, features: tuple[str, ...] = features) -> TreePrior:
+                return TreePrior.fit(data[:i] + data[i + 1 :], features)
+
+            print(report(f"{label}, trees, leave-one-workload-out", data, a, trees_without))
+            if held:
+                trees = TreePrior.fit(data, features)
+                label_held = f"{label}, trees, the {len(held)} held out"
+                print(report(label_held, held, a, lambda _, t=trees: t))
         print("weights = {")
         for name, w in prior.weights.items():
             print(f'    "{name}": {w:+.4f},')
