@@ -1460,29 +1460,26 @@ def _half_target_status(r: Row) -> str:
 
 
 def _trials_to(col: str) -> Cell:
-    """``heronlike / MS`` trials to the ``col`` target (``> budget`` where MS never got it)."""
+    """``heronlike / MS`` trials to the ``col`` target (``target`` or ``half_target``): ``—``
+    where heronlike never reached it, ``> budget`` where MetaSchedule did not; blank on a row
+    without the target (a summary row)."""
 
     def cell(r: Row) -> str:
-        if r.get("ms_trials") is None:  # a summary row
+        if not r.get(f"{col}_95_ms"):
             return ""
-        h, ms = r.get(f"heronlike_trials_to_{col}"), r.get(f"ms_trials_to_{col}")
-        ms_text = f"> {r['ms_trials']}" if ms is None else str(ms)
-        return f"{'—' if h is None else h} / {ms_text}"
+        return " / ".join(
+            fmt(f"{{{who}_trials_to_{col}}}", r) if r.get(f"{who}_trials_to_{col}") else
+            (f"> {r['ms_trials']}" if who == "ms" and r.get("ms_trials") else "—")
+            for who in ("heronlike", "ms")
+        )  # fmt: skip
 
     return cell
 
 
 #: the fair table on VNNI with the one-target convergence columns (suite.py since 2026-12-04)
 FAIR_VNNI_TARGET_COLUMNS = FAIR_VNNI_FASTEST_COLUMNS + (
-    Col(
-        "trials to 95 % of the better best H / MS",
-        lambda r: " / ".join(
-            fmt(f"{{{who}_trials_to_target}}", r) if r.get(f"{who}_trials_to_target") else
-            (f"> {r['ms_trials']}" if who == "ms" and r.get("ms_trials") else "—")
-            for who in ("heronlike", "ms")
-        ) if r.get("target_95_ms") else "",
-    ),
-)  # fmt: skip
+    Col("trials to 95 % of the better best H / MS", _trials_to("target")),
+)
 
 #: ... and the most of the peak TVM's parallel launch leaves each row (suite.py since 2026-12-04)
 FAIR_VNNI_LAUNCH_COLUMNS = FAIR_VNNI_TARGET_COLUMNS + (
