@@ -59,7 +59,7 @@ from heronlike.prior import (  # noqa: E402
     GENERIC_FEATURES,
     LinearPrior,
     fit_linear_prior,
-    generic_features,
+    generic_matrix,
 )
 from heronlike.space import Space, generate_space  # noqa: E402
 
@@ -143,7 +143,7 @@ class TreePrior:
         0.1, 80 % row subsampling)."""
         import xgboost as xgb
 
-        rows = [_generic_matrix(names, x, features) for names, x, _ in workloads]
+        rows = [generic_matrix(names, x, features) for names, x, _ in workloads]
         labels = [-np.log(lat) + np.log(lat).mean() for _, _, lat in workloads]
         params = {"max_depth": 4, "eta": 0.1, "subsample": 0.8, "min_child_weight": 3}
         dtrain = xgb.DMatrix(np.concatenate(rows), label=np.concatenate(labels))
@@ -153,13 +153,7 @@ class TreePrior:
         """``(n,)`` scores of the ``n`` rows of ``x`` (columns ``names``); higher = faster."""
         import xgboost as xgb
 
-        return self.booster.predict(xgb.DMatrix(_generic_matrix(names, x, self.features)))
-
-
-def _generic_matrix(names: list[str], x: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
-    """The ``(n, len(features))`` generic-feature columns of ``x`` (absent ones 0)."""
-    cols = generic_features(names, x)
-    return np.stack([cols.get(f, np.zeros(len(x))) for f in features], axis=1)
+        return self.booster.predict(xgb.DMatrix(generic_matrix(names, x, self.features)))
 
 
 def case_keys(cases: str) -> set[str]:

@@ -36,6 +36,7 @@ __all__ = [
     "check_prior_choice",
     "fit_linear_prior",
     "generic_features",
+    "generic_matrix",
     "main_stage",
 ]
 
@@ -111,6 +112,20 @@ def generic_features(names: Sequence[str], x: np.ndarray) -> dict[str, np.ndarra
             if m and m.group("stage") == main:
                 out.setdefault(generic(m), x[:, i])
     return out
+
+
+def generic_matrix(
+    names: Sequence[str], x: np.ndarray, features: Sequence[str] = GENERIC_FEATURES
+) -> np.ndarray:
+    """The ``(n, len(features))`` matrix of the generic ``features`` of ``x`` (columns
+    ``names``), in that order; a feature the space does not have is a column of zeros.
+
+    Raises:
+        ValueError: as :func:`generic_features`.
+    """
+    cols = generic_features(names, x)
+    n = np.asarray(x).shape[0]
+    return np.stack([cols.get(f, np.zeros(n)) for f in features], axis=1)
 
 
 @dataclass(frozen=True)
@@ -191,8 +206,7 @@ def fit_linear_prior(
             continue
         if np.any(latency <= 0) or not np.all(np.isfinite(latency)):
             raise ValueError("latencies must be positive and finite")
-        cols = generic_features(names, x)
-        m = np.stack([cols.get(f, np.zeros(latency.size)) for f in features], axis=1)
+        m = generic_matrix(names, x, features)
         y = -np.log(latency)
         rows.append(m - m.mean(axis=0))
         labels.append(y - y.mean())
