@@ -30,6 +30,24 @@ once. The result is equal to the unguarded program's, bit for bit (for floating 
 a weight is infinite or NaN). What it buys, one tuned schedule per case with and without the
 guards: ``benchmarks/padding_skip.py``.
 
+The same holds for any operand stage that is zero outside a region, ``T[i] =
+if_then_else(c, x, 0)``: SCAN's generated lower-triangular matrix (``T[n, k] = k < n``) is
+zero for every ``k >= n``, which with N = 16, K = 256 is 60 of the 64 intrinsic calls of a
+row. Such a stage may be stored in a packed layout (``T[n // 16, k // 4, n % 16, k % 4]``
+for VNNI): the block's reads are then mapped back to the stage's variables through the
+inverse of that layout (``IndexMap.inverse``).
+
+**Guards over what a guard cannot test.** A conjunct may depend on a variable no ``if`` can
+sit inside: an offset within the operand tile one intrinsic call reads (a ``16 × 4`` tile of
+the triangle), a vectorised lane, or (with ``outer`` guards) a row of the unrolled register
+tile. The guard then tests whether the conjunct holds for *some* value of those variables:
+``a < b`` becomes ``1 <= max(b - a)`` over their ranges (TVM's ``int_set``, exact for affine
+conditions and an upper bound otherwise, so no non-zero read is ever skipped). A whole
+call, or a whole tile of rows, is skipped where every element it reads is a zero; with pad
+4 and dilation 2 (C1D3), the taps that read only padding for all four rows of a tile. A
+relaxed guard that holds for every tile (any pad-1 convolution tiled two or more rows at a
+time) is left out.
+
 Where the padding stage was inlined into the block (the general rule set inlines it:
 :class:`~heronlike.rules.general.VectorizeGeneral` annotates the update block), there is no
 padding block: the condition is the block's own factor, its update being
@@ -46,10 +64,10 @@ the loops under it (its minimum over their ranges, from TVM's ``int_set``, is in
 boundary version with them. In a 3 × 3 convolution over 14 rows tiled 7 at a time, 4 of the 6
 (tile, tap row) pairs run the interior version.
 
-A conjunct is left out (the program stays correct, it only skips less) when it depends on a
-vectorised or thread-bound loop, on a dimension the block reads more than one element of, or on
-anything but loop variables; nothing is guarded when the buffer's producer is not exactly one
-zero-padding block (nor inlined as above) or the annotated block still holds its reduction's
+A conjunct is left out (the program stays correct, it only skips less) when it must be
+relaxed but is no comparison, or depends on anything but loop variables; nothing is guarded
+when the buffer's producer is not exactly one zero-padding block (nor inlined as above), its
+layout is no bijection of its variables, or the annotated block still holds its reduction's
 initialisation (skipping it would skip the initialisation too).
 """
 
@@ -304,10 +322,12 @@ def _conjuncts(expr: Any) -> list[Any]:
 
 def zero_padding(func: tirx.PrimFunc, buffer: str) -> tuple[list[Any], Any] | None:
     """``(index variables, condition)`` of the one block of ``func`` writing ``buffer`` as
-    ``buffer[v...] = if_then_else(condition, x, 0)`` (a zero-padding stage); None for any
-    other producer, or none."""
+    ``buffer[v...] = if_then_else(condition, x, 0)`` (a zero-padding stage; also a stage that
+    is zero outside a region, as a scan's lower-triangular ``T[n, k] = if_then_else(k < n, 1,
+    0)``); None for any other producer, or none. When the stage's layout was transformed
+    (``buffer[f(v)] = ...``, a packed weight layout) the variables are its block's."""
     found = _padding_block(func.body, buffer)
-    return None if found is None else found[1:]
+    return None if found is None else (found[1], found[2])
 
 
 def zero_share(func: tirx.PrimFunc, buffer: str) -> float:
@@ -335,8 +355,11 @@ def _buffers(func: tirx.PrimFunc) -> list[Any]:
     return out
 
 
-def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any] | None:
-    """``(block, index variables, condition)`` of :func:`zero_padding`'s stage, or None."""
+def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any, Any] | None:
+    """``(block, index variables, condition, inverse layout)`` of :func:`zero_padding`'s stage,
+    or None. The inverse layout (a ``tirx.IndexMap`` from ``buffer``'s indices to the
+    variables) is None when the stage stores at its variables themselves; else its store
+    indices must be a bijection of its block variables (``transform_layout``'s packing)."""
     writers = [
         r.block for r in _realizes(body) if any(w.source.name == buffer for w in r.block.writes)
     ]
@@ -354,9 +377,28 @@ def _padding_block(body: Any, buffer: str) -> tuple[Any, list[Any], Any] | None:
         return None
     if not _is_zero(call.args[2]):
         return None
-    if not all(isinstance(i, tirx.Var) for i in store.indices):
+    block = writers[0]
+    if all(isinstance(i, tirx.Var) for i in store.indices):
+        return block, list(store.indices), call.args[0], None
+    from tvm.sym.analyzer import Analyzer
+
+    analyzer = Analyzer()
+    for iv in block.iter_vars:
+        analyzer.bind(iv.var, iv.dom)
+    indices = [analyzer.simplify(i) for i in store.indices]  # (v0 * 16 + v2) // 16 is v0
+    variables = [iv.var for iv in block.iter_vars]
+    try:
+        inverse = tirx.IndexMap(variables, indices, None).inverse(
+            [iv.dom.extent for iv in block.iter_vars]
+        )
+    except Exception:  # noqa: BLE001 - TVM raises its own error types: not a bijection
         return None
-    return writers[0], list(store.indices), call.args[0]
+    back = inverse.map_indices(indices)
+    if len(back) != len(variables) or not all(
+        analyzer.can_prove_equal(b, v) for b, v in zip(back, variables)
+    ):
+        return None
+    return block, variables, call.args[0], inverse
 
 
 def inline_zero_condition(block: Any) -> Any | None:
@@ -406,28 +448,40 @@ def _is_zero(expr: Any) -> bool:
 
 def _zero_condition(
     func: tirx.PrimFunc, realize: Any, buffer: str
-) -> tuple[list[Any], list[Any], Any, set[str]] | None:
-    """``(variables, their values in loop variables, condition, wide)``: the condition under
-    which the block of ``realize`` reads a non-zero element of ``buffer``, in ``variables``,
-    from ``buffer``'s zero-padding block, else from the padding inlined into the block
-    (:func:`inline_zero_condition`); ``wide``: the variables along which the block reads more
-    than one element (no guard may test them). None when neither is there."""
+) -> tuple[list[Any], list[Any], Any, dict[Any, Any]] | None:
+    """``(variables, their values, condition, offsets)``: the condition under which the block
+    of ``realize`` reads a non-zero element of ``buffer``, in ``variables``, from ``buffer``'s
+    zero-padding block, else from the padding inlined into the block
+    (:func:`inline_zero_condition`). The values are in the loop variables and, along each
+    dimension of ``buffer`` that the block reads more than one element of (an intrinsic's
+    operand tile), an offset variable: ``offsets`` maps each to its range (a
+    ``tvm.sym.int_set.IntervalSet``), over which a guard must be relaxed
+    (:func:`_may_hold`). None when neither is there."""
+    from tvm.sym.int_set import IntervalSet
+
     block = realize.block
     block_vars = [iv.var for iv in block.iter_vars]
-    padding = zero_padding(func, buffer)
-    if padding is None:
+    found = _padding_block(func.body, buffer)
+    if found is None:
         condition = inline_zero_condition(block)
         if condition is None:
             return None
-        return block_vars, list(realize.iter_values), condition, set()
-    pad_vars, condition = padding
+        return block_vars, list(realize.iter_values), condition, {}
+    _, pad_vars, condition, inverse = found
     regions = [r for r in block.reads if r.source.name == buffer]
     if len(regions) != 1:
         return None
-    region = regions[0].region
-    index = [_substitute(r.min, block_vars, realize.iter_values) for r in region]
-    wide = {v.name for v, r in zip(pad_vars, region, strict=True) if not _is_one(r.extent)}
-    return pad_vars, index, condition, wide
+    index, offsets = [], {}
+    for dim, r in enumerate(regions[0].region):
+        low = _substitute(r.min, block_vars, realize.iter_values)
+        if not _is_one(r.extent):
+            offset = tirx.Var(f"{buffer}_offset{dim}", low.ty)
+            offsets[offset] = IntervalSet(0, r.extent - 1)
+            low = low + offset
+        index.append(low)
+    if inverse is not None:
+        index = list(inverse.map_indices(index))
+    return pad_vars, index, condition, offsets
 
 
 def _guard(
@@ -436,23 +490,41 @@ def _guard(
     path = _path(func.body, name)
     if path is None or path[-1].block.init is not None:
         return func
+    from tvm.sym.analyzer import Analyzer
+    from tvm.sym.int_set import IntervalSet
+
     found = _zero_condition(func, path[-1], buffer)
     if found is None:
         return func
-    pad_vars, index, condition, wide = found
+    pad_vars, index, condition, offsets = found
     at = {i: s for i, s in enumerate(path) if isinstance(s, tirx.For)}
     loops = list(at.values())
     loop_values = [lp.min if _is_one(lp.extent) else lp.loop_var for lp in loops]
+    relaxed = dict(offsets)  # variables a guard cannot test: it must hold for some value
+    for lp in loops:
+        if (
+            lp.kind == tirx.ForKind.VECTORIZED
+            or lp.thread_binding is not None
+            or (place == "outer" and _unrolled(lp))
+        ):
+            relaxed[lp.loop_var] = IntervalSet(lp.min, lp.min + lp.extent - 1)
+    prover = Analyzer()
+    for lp in loops:
+        prover.bind(lp.loop_var, tvm.ir.Range.from_min_extent(lp.min, lp.extent))
     outer: dict[int, list[Any]] = {}  # path index -> conditions, above every unrolled loop
     inner: dict[int, list[Any]] = {}  # the same, under an unrolled loop (place "all" only)
     uses: dict[int, list[int]] = {}  # id of an inner condition -> path indices of its loops
     for part in _conjuncts(condition):
-        if {v.name for v in undefined_vars(part)} & wide:
-            continue  # the block reads several elements along this dimension
         cond = _substitute(
             _substitute(part, pad_vars, index), [lp.loop_var for lp in loops], loop_values
         )
         used = {v.name for v in undefined_vars(cond)}
+        dom = {v: r for v, r in relaxed.items() if v.name in used}
+        if dom:
+            cond = _may_hold(cond, dom)
+            if cond is None or prover.can_prove(cond):
+                continue  # not a comparison, or it holds somewhere in every tile
+            used = {v.name for v in undefined_vars(cond)}
         depth = [i for i, lp in at.items() if lp.loop_var.name in used]
         if not used or len(depth) != len(used):
             continue  # constant, or depends on something other than loops on the path
@@ -619,6 +691,28 @@ def _boundary_version(
         strict = isinstance(c, tirx.LT | tirx.GT)
         interior.append(tirx.LE(1, low) if strict else tirx.LE(0, low))
     return k, analyzer.simplify(_conjunction(interior))
+
+
+def _may_hold(cond: Any, dom: dict[Any, Any]) -> Any | None:
+    """A condition that holds wherever ``cond`` (a comparison) holds for some value of the
+    variables of ``dom`` (each in its ``IntervalSet``), in the other variables: ``a <= b``
+    becomes ``0 <= max(b - a)`` over ``dom`` (TVM's ``int_set``; exact for an affine ``b -
+    a``, an upper bound otherwise, so a guard made of it never skips a non-zero read). None
+    when ``cond`` is no comparison or the maximum is unbounded."""
+    from tvm.sym.analyzer import Analyzer
+
+    if isinstance(cond, tirx.LE | tirx.LT):
+        gap = cond.b - cond.a
+    elif isinstance(cond, tirx.GE | tirx.GT):
+        gap = cond.a - cond.b
+    else:
+        return None
+    analyzer = Analyzer()
+    high = analyzer.int_set(gap, dom).max_value
+    if {v.name for v in undefined_vars(high)} & ({v.name for v in dom} | _INFINITE):
+        return None
+    strict = isinstance(cond, tirx.LT | tirx.GT)
+    return analyzer.simplify(tirx.LE(1, high) if strict else tirx.LE(0, high))
 
 
 _INFINITE = {"neg_inf", "pos_inf"}

@@ -10,6 +10,7 @@ for a solution (ASPLOS'23 §4.1).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,16 +176,59 @@ def vectorize_innermost(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
     sch.vectorize(inner)
 
 
-def parallelize_vectorize(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
+def parallelize_vectorize(
+    sch: s_tir.Schedule, block: Any, lanes: int, parallel: bool = True
+) -> None:
     """Schedule a materialised data-movement stage (zero padding, a generated matrix): fuse
-    every loop but the innermost and run it ``parallel``; vectorise the innermost loop when
-    its extent is a multiple of ``lanes`` or at most ``lanes`` (split to ``lanes`` first).
+    every loop but the innermost and run it ``parallel`` (unless ``parallel`` is false: a
+    stage too small to pay for the launch); vectorise the innermost loop when its extent is
+    a multiple of ``lanes`` or at most ``lanes`` (split to ``lanes`` first).
+
+    A stage written in a packed layout (``transform_layout``: SCAN's generated matrix read
+    by VNNI as ``[n // 16, k // 4, n % 16, k % 4]``) is first iterated in that layout's
+    order (:func:`follow_layout`), its innermost loops fused up to ``lanes`` elements: one
+    contiguous vector store per tile instead of a scatter of single bytes.
     """
+    follow_layout(sch, block, lanes)
     loops = sch.get_loops(block)
     if len(loops) > 1:
         outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
-        sch.parallel(outer)
+        if parallel:
+            sch.parallel(outer)
     _vectorize_copy(sch, block, lanes)
+
+
+def follow_layout(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
+    """Make ``block`` (a root-level block of spatial variables storing ``buffer[f(v)] =
+    ...``, ``f`` not the identity) iterate over its buffer's indices rather than its own
+    variables (TVM's ``transform_block_layout`` by ``f``), then fuse its innermost loops while
+    their extents' product stays at most ``lanes``: consecutive iterations write consecutive
+    elements. Nothing changes when ``f`` is the identity or TVM refuses (``f`` is no
+    bijection of the block's domain)."""
+    b = sch.get(block)
+    store = b.body
+    variables = [iv.var for iv in b.iter_vars]
+    if not isinstance(store, tirx.BufferStore) or any(
+        iv.iter_type != tirx.IterVar.DataPar for iv in b.iter_vars
+    ):
+        return
+    if len(store.indices) == len(variables) and all(
+        i.same_as(v) for i, v in zip(store.indices, variables)
+    ):
+        return
+    try:
+        sch.transform_block_layout(block, tirx.IndexMap(variables, list(store.indices), None))
+    except Exception:  # noqa: BLE001 - TVM checks before it changes anything
+        return
+    loops = sch.get_loops(block)
+    inner = []
+    for lp in reversed(loops[1:]):
+        extent = int(sch.get(lp).extent)
+        if math.prod(int(sch.get(x).extent) for x in inner) * extent > lanes:
+            break
+        inner.insert(0, lp)
+    if len(inner) > 1:
+        sch.fuse(*inner)
 
 
 def _vectorize_copy(sch: s_tir.Schedule, block: Any, lanes: int) -> None:

@@ -34,19 +34,19 @@ from heronlike.space import Space, generate_space
 from heronlike.target import get_target
 
 
-def _conv1d(pad_value: int = 0) -> tirx.PrimFunc:
-    """``Y[o, c] = sum_{r, k} Xp[o + r, k] * W[r, k, c]``, ``Xp`` = ``X`` padded by 1 with
-    ``pad_value`` (int32, exact)."""
+def _conv1d(pad_value: int = 0, pad: int = 1) -> tirx.PrimFunc:
+    """``Y[o, c] = sum_{r, k} Xp[o + r, k] * W[r, k, c]``, ``Xp`` = ``X`` (10 rows) padded by
+    ``pad`` with ``pad_value`` (int32, exact), ``2 * pad + 1`` taps: 10 output rows."""
     X = te.placeholder((10, 4), "int32", name="X")
-    W = te.placeholder((3, 4, 8), "int32", name="W")
+    W = te.placeholder((2 * pad + 1, 4, 8), "int32", name="W")
     Xp = te.compute(
-        (12, 4),
+        (10 + 2 * pad, 4),
         lambda i, k: tirx.if_then_else(
-            tirx.all(i >= 1, i < 11), X[i - 1, k], tirx.const(pad_value, "int32")
+            tirx.all(i >= pad, i < 10 + pad), X[i - pad, k], tirx.const(pad_value, "int32")
         ),
         name="Xp",
     )
-    r = te.reduce_axis((0, 3), "r")
+    r = te.reduce_axis((0, 2 * pad + 1), "r")
     k = te.reduce_axis((0, 4), "k")
     Y = te.compute((10, 8), lambda o, c: te.sum(Xp[o + r, k] * W[r, k, c], axis=[r, k]), name="Y")
     return te.create_prim_func([X, W, Y])
@@ -77,13 +77,13 @@ def _scheduled(
     return sch.mod
 
 
-def _conv1d_case(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _conv1d_case(seed: int, pad: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Random ``X``, ``W`` of :func:`_conv1d` and numpy's ``Y``."""
     rng = np.random.default_rng(seed)
     x = rng.integers(-100, 100, (10, 4)).astype("int32")
-    w = rng.integers(-100, 100, (3, 4, 8)).astype("int32")
-    xp = np.pad(x, ((1, 1), (0, 0)))
-    return x, w, sum(xp[r : r + 10] @ w[r] for r in range(3))
+    w = rng.integers(-100, 100, (2 * pad + 1, 4, 8)).astype("int32")
+    xp = np.pad(x, ((pad, pad), (0, 0)))
+    return x, w, sum(xp[r : r + 10] @ w[r] for r in range(2 * pad + 1))
 
 
 def _run(mod: tvm.IRModule, x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -135,6 +135,43 @@ def test_outer_guards_stay_out_of_unrolled_loops() -> None:
     loop)."""
     mod = _scheduled(_conv1d(), value="outer:Xp", unroll=True)
     assert postprocess(mod).same_as(mod)
+
+
+def test_outer_guards_skip_the_taps_of_a_tile_that_reads_only_padding() -> None:
+    """Pad 3, 7 taps, the rows tiled 2 at a time (``o = 2 * o0 + o1``, ``o1`` unrolled):
+    ``outer`` guards cannot test a row of the tile, so the guard, above ``k`` inside the tap
+    loop ``r``, holds where *some* row of the tile reads ``X`` (``3 <= o + r < 13`` for ``o``
+    in ``[2 * o0, 2 * o0 + 1]``); tiles whose two rows both read padding at a tap skip it.
+    Both programs equal numpy."""
+    sch = s_tir.Schedule(_conv1d(pad=3))
+    block = sch.get_sblock("Y")
+    o, c, r, k = sch.get_loops(block)
+    o0, o1 = sch.split(o, [5, 2])
+    sch.reorder(o0, r, k, o1, c)
+    sch.decompose_reduction(block, r)
+    sch.unroll(o1)
+    sch.annotate(block, SKIP_ZERO_READS, "outer:Xp")
+    mod = sch.mod
+    guarded = postprocess(mod)
+    (guard,) = _guards(guarded["main"].body)
+    assert guard.then_case.loop_var.name == "k"
+    holds = {
+        (a, b): bool(Analyzer().simplify(_at_values(guard.condition, {"o_0": a, "r": b})))
+        for a in range(5)
+        for b in range(7)
+    }
+    assert holds == {(a, b): 2 * a + 1 + b >= 3 and 2 * a + b < 13 for a, b in holds}
+    assert not all(holds.values())
+    x, w, expected = _conv1d_case(3, pad=3)
+    np.testing.assert_array_equal(_run(mod, x, w), expected)
+    np.testing.assert_array_equal(_run(guarded, x, w), expected)
+
+
+def _at_values(cond: object, values: dict[str, int]) -> object:
+    """``cond`` with each of its variables (by name) set to its value in ``values``."""
+    variables = list(undefined_vars(cond))
+    consts = [tirx.const(values[v.name], v.ty) for v in variables]
+    return tirx.IndexMap(variables, [cond], None).map_indices(consts)[0]
 
 
 def test_all_guards_run_in_a_boundary_version_only() -> None:
@@ -393,3 +430,72 @@ def test_setups_that_cannot_be_shared_stay_where_they_are(value: str, other: str
     cannot run once per task: nothing moves."""
     func = _with_setup("parallel", value, other)
     assert hoist_thread_setup(func).same_as(func)
+
+
+def _scan_reference(x: np.ndarray, n: int) -> np.ndarray:
+    """:func:`heronlike.ops.scan`'s ``Y`` (M, n): exclusive prefix sums of each row of ``x``
+    at positions ``0 .. n - 1``, clamped at ``K``."""
+    m, k = x.shape
+    csum = np.concatenate([np.zeros((m, 1), np.int64), np.cumsum(x, axis=1, dtype=np.int64)], 1)
+    return csum[:, np.minimum(np.arange(n), k)]
+
+
+def test_a_scan_skips_its_zero_triangle_exactly() -> None:
+    """SCAN multiplies by a generated 0/1 triangle ``T[n, k] = k < n``, packed for this CPU's
+    int8 intrinsic (``[n // 16, k // 4, n % 16, k % 4]`` for VNNI), the intrinsic reading a
+    whole ``n × k`` tile of it: a guard skips every call whose tile is all zeros (``k >=`` the
+    tile's largest ``n``), where 60 of the 64 calls of a row lie with N = 16, K = 256. Sampled
+    programs equal the unguarded ones and numpy."""
+    target = get_target("llvm")
+    if not target.intrinsics:
+        pytest.skip("this CPU has no int8 dot-product intrinsic (AVX2 or later)")
+    space = generate_space(ops.scan(8, 16, 256, dtype="int8"), "llvm")
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (8, 256)).astype("uint8")
+    expected = _scan_reference(x, 16)
+    args = space.prepare_args([x, np.zeros((8, 16), "int32")])
+    tvm_target = tvm.target.Target(space.target.tvm_target())
+    for sample in RandSAT(space.csp, seed=5).sample(3):
+        program = space.program(sample)
+        (guard,) = _guards(program["main"].body)
+        loops = {v.name for v in undefined_vars(guard.condition)}
+        assert loops and all(name.startswith("k") for name in loops), guard.condition
+        for mod in (space.apply(sample).mod, program):
+            arrays = [tvm.runtime.tensor(arr, tvm.cpu()) for arr in args]
+            tvm.compile(mod, target=tvm_target)["main"](*arrays)
+            np.testing.assert_array_equal(arrays[-1].numpy(), expected)
+
+
+@pytest.mark.parametrize(
+    ("target", "tile"), [("dlboost", (16, 4)), ("llvm -mcpu=znver3", (8, 2))], ids=["vnni", "avx2"]
+)
+@pytest.mark.parametrize(("n", "parallel"), [(16, False), (512, True)], ids=["4KiB", "64KiB"])
+def test_a_packed_generated_operand_is_written_one_tile_per_vector_store(
+    target: str, tile: tuple[int, int], n: int, parallel: bool
+) -> None:
+    """SCAN's triangle is generated in the intrinsic's packed layout, so it is iterated in
+    that layout's order (``follow_layout``): the innermost loop, vectorised, writes one
+    ``n × k`` tile of consecutive bytes, rather than scattering single bytes along ``k``. It
+    runs on one core when it is at most 16 KiB (a 16 × 256 matrix), ``parallel`` above."""
+    space = generate_space(ops.scan(16, n, 256, dtype="int8"), target)
+    (sample,) = RandSAT(space.csp, seed=0).sample(1)
+    body = space.program(sample)["main"].body
+    path = _path_to(body, "Tri")
+    loops = [s for s in path if isinstance(s, tirx.For)]
+    assert loops[-1].kind == tirx.ForKind.VECTORIZED
+    assert int(loops[-1].extent) == tile[0] * tile[1]
+    assert any(lp.kind == tirx.ForKind.PARALLEL for lp in loops) == parallel
+    (realize,) = [r for r in _realizes(body) if r.block.name_hint == "Tri"]
+    assert [int(d) for d in realize.block.writes[0].source.shape[-2:]] == list(tile)
+    # the block's variables are the packed buffer's indices; the vector lane walks the last two
+    lane = loops[-1].loop_var.name
+    walks = [lane in {v.name for v in undefined_vars(e)} for e in realize.iter_values]
+    assert walks == [False, False, True, True]
+
+
+def _path_to(stmt: object, name: str) -> list[object]:
+    from heronlike.postproc import _path
+
+    path = _path(stmt, name)
+    assert path is not None, name
+    return path
