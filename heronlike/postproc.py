@@ -679,26 +679,27 @@ def _boundary_version(
             for i in uses[id(c)]
             if i >= k
         }
-        if isinstance(c, tirx.LE | tirx.LT):
-            gap = c.b - c.a
-        elif isinstance(c, tirx.GE | tirx.GT):
-            gap = c.a - c.b
-        else:
-            return None
-        low = analyzer.int_set(gap, dom).min_value
-        if {v.name for v in undefined_vars(low)} & ({str(v) for v in dom} | _INFINITE):
-            return None  # unbounded, or still varies inside
-        strict = isinstance(c, tirx.LT | tirx.GT)
-        interior.append(tirx.LE(1, low) if strict else tirx.LE(0, low))
+        held = _quantified(c, dom, every=True)
+        if held is None:
+            return None  # no comparison, unbounded, or still varies inside
+        interior.append(held)
     return k, analyzer.simplify(_conjunction(interior))
 
 
 def _may_hold(cond: Any, dom: dict[Any, Any]) -> Any | None:
     """A condition that holds wherever ``cond`` (a comparison) holds for some value of the
-    variables of ``dom`` (each in its ``IntervalSet``), in the other variables: ``a <= b``
-    becomes ``0 <= max(b - a)`` over ``dom`` (TVM's ``int_set``; exact for an affine ``b -
-    a``, an upper bound otherwise, so a guard made of it never skips a non-zero read). None
-    when ``cond`` is no comparison or the maximum is unbounded."""
+    variables of ``dom`` (:func:`_quantified`: an upper bound of ``b - a``, so a guard made of
+    it never skips a non-zero read)."""
+    return _quantified(cond, dom, every=False)
+
+
+def _quantified(cond: Any, dom: dict[Any, Any], every: bool) -> Any | None:
+    """``cond`` (a comparison ``a <= b``, ``a < b``, ``a >= b`` or ``a > b``) quantified over
+    the variables of ``dom`` (each in its ``IntervalSet``), in the other variables: for
+    ``every`` value, ``0 <= min(b - a)``; for some value, ``0 <= max(b - a)`` (TVM's
+    ``int_set``: exact for an affine ``b - a``; otherwise a bound that makes the ``every``
+    condition stricter and the ``some`` one looser than exact). None when ``cond`` is no
+    comparison or the bound is unbounded or still depends on ``dom``."""
     from tvm.sym.analyzer import Analyzer
 
     if isinstance(cond, tirx.LE | tirx.LT):
@@ -708,11 +709,13 @@ def _may_hold(cond: Any, dom: dict[Any, Any]) -> Any | None:
     else:
         return None
     analyzer = Analyzer()
-    high = analyzer.int_set(gap, dom).max_value
-    if {v.name for v in undefined_vars(high)} & ({v.name for v in dom} | _INFINITE):
+    bounds = analyzer.int_set(gap, dom)
+    bound = bounds.min_value if every else bounds.max_value
+    if {v.name for v in undefined_vars(bound)} & ({v.name for v in dom} | _INFINITE):
         return None
     strict = isinstance(cond, tirx.LT | tirx.GT)
-    return analyzer.simplify(tirx.LE(1, high) if strict else tirx.LE(0, high))
+    held = tirx.LE(1, bound) if strict else tirx.LE(0, bound)
+    return held if every else analyzer.simplify(held)
 
 
 _INFINITE = {"neg_inf", "pos_inf"}
