@@ -476,7 +476,7 @@ def _zero_condition(
         low = _substitute(r.min, block_vars, realize.iter_values)
         if not _is_one(r.extent):
             offset = tirx.Var(f"{buffer}_offset{dim}", low.ty)
-            offsets[offset] = IntervalSet(0, r.extent - 1)
+            offsets[offset] = IntervalSet(tirx.const(0, str(low.ty)), r.extent - 1)
             low = low + offset
         index.append(low)
     if inverse is not None:
@@ -714,7 +714,7 @@ def _quantified(cond: Any, dom: dict[Any, Any], every: bool) -> Any | None:
     if {v.name for v in undefined_vars(bound)} & ({v.name for v in dom} | _INFINITE):
         return None
     strict = isinstance(cond, tirx.LT | tirx.GT)
-    held = tirx.LE(1, bound) if strict else tirx.LE(0, bound)
+    held = tirx.LE(tirx.const(1 if strict else 0, str(bound.ty)), bound)
     return held if every else analyzer.simplify(held)
 
 

@@ -34,21 +34,28 @@ from heronlike.space import Space, generate_space
 from heronlike.target import get_target
 
 
-def _conv1d(pad_value: int = 0, pad: int = 1) -> tirx.PrimFunc:
+def _conv1d(pad_value: int = 0, pad: int = 1, index: str = "int32") -> tirx.PrimFunc:
     """``Y[o, c] = sum_{r, k} Xp[o + r, k] * W[r, k, c]``, ``Xp`` = ``X`` (10 rows) padded by
-    ``pad`` with ``pad_value`` (int32, exact), ``2 * pad + 1`` taps: 10 output rows."""
-    X = te.placeholder((10, 4), "int32", name="X")
-    W = te.placeholder((2 * pad + 1, 4, 8), "int32", name="W")
+    ``pad`` with ``pad_value`` (int32, exact), ``2 * pad + 1`` taps: 10 output rows. Shapes,
+    loops and indices of type ``index`` (Relax's models index with int64)."""
+
+    def ext(*extents: int) -> tuple[tirx.IntImm, ...]:
+        return tuple(tirx.IntImm(index, e) for e in extents)
+
+    X = te.placeholder(ext(10, 4), "int32", name="X")
+    W = te.placeholder(ext(2 * pad + 1, 4, 8), "int32", name="W")
     Xp = te.compute(
-        (10 + 2 * pad, 4),
+        ext(10 + 2 * pad, 4),
         lambda i, k: tirx.if_then_else(
             tirx.all(i >= pad, i < 10 + pad), X[i - pad, k], tirx.const(pad_value, "int32")
         ),
         name="Xp",
     )
-    r = te.reduce_axis((0, 2 * pad + 1), "r")
-    k = te.reduce_axis((0, 4), "k")
-    Y = te.compute((10, 8), lambda o, c: te.sum(Xp[o + r, k] * W[r, k, c], axis=[r, k]), name="Y")
+    r = te.reduce_axis(ext(0, 2 * pad + 1), "r")
+    k = te.reduce_axis(ext(0, 4), "k")
+    Y = te.compute(
+        ext(10, 8), lambda o, c: te.sum(Xp[o + r, k] * W[r, k, c], axis=[r, k]), name="Y"
+    )
     return te.create_prim_func([X, W, Y])
 
 
@@ -137,13 +144,14 @@ def test_outer_guards_stay_out_of_unrolled_loops() -> None:
     assert postprocess(mod).same_as(mod)
 
 
-def test_outer_guards_skip_the_taps_of_a_tile_that_reads_only_padding() -> None:
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_outer_guards_skip_the_taps_of_a_tile_that_reads_only_padding(index: str) -> None:
     """Pad 3, 7 taps, the rows tiled 2 at a time (``o = 2 * o0 + o1``, ``o1`` unrolled):
     ``outer`` guards cannot test a row of the tile, so the guard, above ``k`` inside the tap
     loop ``r``, holds where *some* row of the tile reads ``X`` (``3 <= o + r < 13`` for ``o``
     in ``[2 * o0, 2 * o0 + 1]``); tiles whose two rows both read padding at a tap skip it.
-    Both programs equal numpy."""
-    sch = s_tir.Schedule(_conv1d(pad=3))
+    Both programs equal numpy, with int32 and with int64 loops."""
+    sch = s_tir.Schedule(_conv1d(pad=3, index=index))
     block = sch.get_sblock("Y")
     o, c, r, k = sch.get_loops(block)
     o0, o1 = sch.split(o, [5, 2])
@@ -174,13 +182,14 @@ def _at_values(cond: object, values: dict[str, int]) -> object:
     return tirx.IndexMap(variables, [cond], None).map_indices(consts)[0]
 
 
-def test_all_guards_run_in_a_boundary_version_only() -> None:
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_all_guards_run_in_a_boundary_version_only(index: str) -> None:
     """``r`` unrolled under ``o``: with ``all`` guards the body of ``o`` is split into an
     interior version, unguarded, run where no tap of ``o`` lies in the padding (1 <= o <= 8:
     ``o + r`` in [1, 10] for every ``r`` in [0, 2]), and a boundary version whose unrolled taps
     are each guarded; its blocks are renamed, its loops are its own, and both versions
-    compute the same as numpy."""
-    mod = _scheduled(_conv1d(), value="all:Xp", unroll=True)
+    compute the same as numpy (int32 or int64 loops)."""
+    mod = _scheduled(_conv1d(index=index), value="all:Xp", unroll=True)
     guarded = postprocess(mod)
     (version,) = _guards(guarded["main"].body)
     o = version.condition
@@ -213,7 +222,7 @@ def test_a_copy_that_breaks_definitions_falls_back_to_one_version(
 def _at(cond: object, value: int) -> object:
     """``cond`` with its one variable set to ``value``."""
     (var,) = undefined_vars(cond)
-    return tirx.IndexMap([var], [cond], None).map_indices([tirx.const(value, "int32")])[0]
+    return _at_values(cond, {var.name: value})
 
 
 @pytest.mark.parametrize("start", GUARD_PLACES)
