@@ -456,7 +456,7 @@ def _zero_condition(
     dimension of ``buffer`` that the block reads more than one element of (an intrinsic's
     operand tile), an offset variable: ``offsets`` maps each to its range (a
     ``tvm.sym.int_set.IntervalSet``), over which a guard must be relaxed
-    (:func:`_may_hold`). None when neither is there."""
+    (:func:`_quantified`). None when neither is there."""
     from tvm.sym.int_set import IntervalSet
 
     block = realize.block
@@ -521,16 +521,13 @@ def _guard(
         used = {v.name for v in undefined_vars(cond)}
         dom = {v: r for v, r in relaxed.items() if v.name in used}
         if dom:
-            cond = _may_hold(cond, dom)
+            cond = _quantified(cond, dom, every=False)  # an upper bound: never skips a value
             if cond is None or prover.can_prove(cond):
                 continue  # not a comparison, or it holds somewhere in every tile
             used = {v.name for v in undefined_vars(cond)}
         depth = [i for i, lp in at.items() if lp.loop_var.name in used]
         if not used or len(depth) != len(used):
             continue  # constant, or depends on something other than loops on the path
-        innermost = at[max(depth)]
-        if innermost.kind == tirx.ForKind.VECTORIZED or innermost.thread_binding is not None:
-            continue
         j = max(depth) + 1  # wrap the first statement below it that holds the block alone
         while isinstance(path[j], tirx.SeqStmt) or len(_realizes(path[j])) > 1:
             j += 1
@@ -684,13 +681,6 @@ def _boundary_version(
             return None  # no comparison, unbounded, or still varies inside
         interior.append(held)
     return k, analyzer.simplify(_conjunction(interior))
-
-
-def _may_hold(cond: Any, dom: dict[Any, Any]) -> Any | None:
-    """A condition that holds wherever ``cond`` (a comparison) holds for some value of the
-    variables of ``dom`` (:func:`_quantified`: an upper bound of ``b - a``, so a guard made of
-    it never skips a non-zero read)."""
-    return _quantified(cond, dom, every=False)
 
 
 def _quantified(cond: Any, dom: dict[Any, Any], every: bool) -> Any | None:

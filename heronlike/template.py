@@ -10,7 +10,6 @@ for a solution (ASPLOS'23 §4.1).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -220,11 +219,10 @@ def follow_layout(sch: s_tir.Schedule, block: Any, lanes: int) -> None:
         sch.transform_block_layout(block, tirx.IndexMap(variables, list(store.indices), None))
     except Exception:  # noqa: BLE001 - TVM checks before it changes anything
         return
-    loops = sch.get_loops(block)
-    inner = []
-    for lp in reversed(loops[1:]):
-        extent = int(sch.get(lp).extent)
-        if math.prod(int(sch.get(x).extent) for x in inner) * extent > lanes:
+    inner, width = [], 1
+    for lp in reversed(sch.get_loops(block)[1:]):
+        width *= int(sch.get(lp).extent)
+        if width > lanes:
             break
         inner.insert(0, lp)
     if len(inner) > 1:
