@@ -17,7 +17,8 @@ from heronlike import ops
 from heronlike.errors import InvalidComputeError, UnsupportedDtypeError
 from heronlike.space import generate_space
 
-sys.path.insert(0, str(Path(__file__).parent))  # the shared transposed-convolution helpers
+sys.path.insert(0, str(Path(__file__).parent))  # the shared reference helpers
+from scan_reference import scan_ref  # noqa: E402
 from t2d_reference import (  # noqa: E402
     SUBPIXEL_SHAPES,
     check_fused_placement_samples,
@@ -160,11 +161,7 @@ def test_scan(tmp_path):
     M, N, K = 16, 32, 16
     compute = ops.scan(M, N, K)
 
-    def ref(x):
-        csum = np.concatenate([np.zeros((M, 1), np.int64), np.cumsum(x, axis=1, dtype=np.int64)], 1)
-        return csum[:, np.minimum(np.arange(N), K)]  # exclusive prefix sums, clamped at K
-
-    _tune_and_check(compute, ref, tmp_path)
+    _tune_and_check(compute, lambda x: scan_ref(x, N), tmp_path)
 
 
 def test_gemv(tmp_path):

@@ -7,6 +7,9 @@ be wrong (a non-zero pad value, a reduction that still holds its initialisation)
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tvm
@@ -32,6 +35,9 @@ from heronlike.postproc import (
 from heronlike.sampler import RandSAT
 from heronlike.space import Space, generate_space
 from heronlike.target import get_target
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared reference helpers
+from scan_reference import scan_ref  # noqa: E402
 
 
 def _conv1d(pad_value: int = 0, pad: int = 1, index: str = "int32") -> tirx.PrimFunc:
@@ -441,14 +447,6 @@ def test_setups_that_cannot_be_shared_stay_where_they_are(value: str, other: str
     assert hoist_thread_setup(func).same_as(func)
 
 
-def _scan_reference(x: np.ndarray, n: int) -> np.ndarray:
-    """:func:`heronlike.ops.scan`'s ``Y`` (M, n): exclusive prefix sums of each row of ``x``
-    at positions ``0 .. n - 1``, clamped at ``K``."""
-    m, k = x.shape
-    csum = np.concatenate([np.zeros((m, 1), np.int64), np.cumsum(x, axis=1, dtype=np.int64)], 1)
-    return csum[:, np.minimum(np.arange(n), k)]
-
-
 def test_a_scan_skips_its_zero_triangle_exactly() -> None:
     """SCAN multiplies by a generated 0/1 triangle ``T[n, k] = k < n``, packed for this CPU's
     int8 intrinsic (``[n // 16, k // 4, n % 16, k % 4]`` for VNNI), the intrinsic reading a
@@ -461,7 +459,7 @@ def test_a_scan_skips_its_zero_triangle_exactly() -> None:
     space = generate_space(ops.scan(8, 16, 256, dtype="int8"), "llvm")
     rng = np.random.default_rng(5)
     x = rng.integers(0, 256, (8, 256)).astype("uint8")
-    expected = _scan_reference(x, 16)
+    expected = scan_ref(x, 16)
     args = space.prepare_args([x, np.zeros((8, 16), "int32")])
     tvm_target = tvm.target.Target(space.target.tvm_target())
     for sample in RandSAT(space.csp, seed=5).sample(3):
