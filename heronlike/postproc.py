@@ -55,14 +55,22 @@ padding block: the condition is the block's own factor, its update being
 
 **Interior and boundary versions.** A conjunct that depends on an unrolled loop (a row of the
 register tile) can only be tested inside the unrolled code, where a branch per row costs more
-than it skips in most iterations (it also keeps LLVM from holding the tile's accumulators in
-registers across the reduction loop). With ``all`` guards, the statement under the deepest
-loop above the tile that such a conjunct depends on is emitted twice (loop versioning, or
-index-set splitting, as oneDNN's kernels split boundary from interior output positions): an
-interior version without those guards, run where the conjunct holds for every iteration of
-the loops under it (its minimum over their ranges, from TVM's ``int_set``, is in bounds), and a
-boundary version with them. In a 3 × 3 convolution over 14 rows tiled 7 at a time, 4 of the 6
-(tile, tap row) pairs run the interior version.
+than it skips: LLVM then cannot keep the tile's accumulators in registers across the reduction
+loops (a store under a branch is not promoted). With ``all`` guards the loop nest is emitted
+once per way its tiles read the padding (loop versioning, or index-set splitting, as oneDNN's
+kernels specialise their boundary output positions; :func:`_row_versions`). The split sits
+above the reduction loops the conjuncts depend on (a convolution's tap loops, at most
+:data:`MAX_UNROLLED_TAPS` iterations), once per register tile. The conjuncts are evaluated at
+every iteration of the loops above it, for every tap and row, and each distinct outcome gets a
+version whose guards depend on those taps and rows alone, which it unrolls: each version is
+then branch-free code without the (tap, row) pairs that read only padding, and the interior
+version (no such pair) keeps its loops as they were. A 3 × 3 convolution over 14 rows tiled 7
+at a time gets two versions: the first tile without row 0 at tap 0, the second without row 6
+at tap 2. Where that fails (more than :data:`MAX_ROW_VERSIONS` outcomes, a loop of no constant
+extent), the statement under the deepest loop above the tile that a conjunct depends on is
+emitted twice: an interior version without those guards, run where the conjunct holds for every
+iteration of the loops under it (its minimum over their ranges, from TVM's ``int_set``, is in
+bounds), and a boundary version with them.
 
 A conjunct is left out (the program stays correct, it only skips less) when it must be
 relaxed but is no comparison, or depends on anything but loop variables; nothing is guarded
@@ -207,12 +215,13 @@ def _path(stmt: Any, name: str) -> list[Any] | None:
     return None
 
 
-def _with_child(stmt: Any, old: Any, new: Any) -> Any:
-    """``stmt`` with its child ``old`` replaced by ``new``."""
+def _with_child(stmt: Any, old: Any, new: Any, kind: Any = None) -> Any:
+    """``stmt`` with its child ``old`` replaced by ``new`` (and, a loop, of ``kind`` if
+    given)."""
     if isinstance(stmt, tirx.For):
         return tirx.For(
-            stmt.loop_var, stmt.min, stmt.extent, stmt.kind, new, stmt.thread_binding,
-            stmt.annotations, stmt.step,
+            stmt.loop_var, stmt.min, stmt.extent, stmt.kind if kind is None else kind, new,
+            stmt.thread_binding, stmt.annotations, stmt.step,
         )  # fmt: skip
     if isinstance(stmt, tirx.SeqStmt):
         return tirx.SeqStmt([new if s.same_as(old) else s for s in stmt.seq])
@@ -539,27 +548,31 @@ def _guard(
     if not outer and not inner:
         return func
 
-    def only(guards: dict[int, list[Any]]) -> tirx.PrimFunc:  # one version of the loop nest
-        return func.with_body(_rebuild(path, 0, guards))
-
-    version = _boundary_version(path, at, inner, uses) if inner and boundary_version else None
-    if version is None:
-        return only(_merge(outer, inner))
-    at_index, interior = version
-    if isinstance(interior, tirx.IntImm):  # the tile never, or always, reads the padding
-        return only(outer if interior.value else _merge(outer, inner))
+    if not inner or not boundary_version:  # one version of the loop nest
+        return func.with_body(_rebuild(path, 0, _merge(outer, inner)))
+    version = _boundary_version(path, at, inner, uses)
+    if version is not None and _holds_always(version[1]):  # no tile reads the padding
+        return func.with_body(_rebuild(path, 0, outer))
+    rows = None if version is None else _row_versions(path, at, inner, uses, version[0])
+    if rows is None:  # more ways to read the padding than versions: ``outer`` guards
+        return _guard(func, name, buffer, "outer")
+    at_index, unroll, versions = rows
     low = {j: c for j, c in outer.items() if j >= at_index}
     high = {j: c for j, c in outer.items() if j < at_index}
-    boundary = _rebuild(path, at_index, _merge(low, inner))
-    node = tirx.IfThenElse(
-        interior,
-        _rebuild(path, at_index, low),
-        _fresh_copy(boundary, path, at_index, BOUNDARY_SUFFIX),
-    )
+    node = None
+    for n, (match, guards) in reversed(list(enumerate(versions))):
+        copy = _rebuild(path, at_index, _merge(low, guards), unroll=unroll if guards else ())
+        if n:
+            copy = _fresh_copy(copy, path, at_index, BOUNDARY_SUFFIX + (str(n) if n > 1 else ""))
+        node = copy if node is None else tirx.IfThenElse(match, copy, node)
     versioned = func.with_body(_rebuild(path, 0, high, node, at_index))
-    if not _well_formed(versioned):  # a definition the copy could not renew: one version
-        return only(_merge(outer, inner))
+    if not _well_formed(versioned):  # a definition a copy could not renew: ``outer`` guards
+        return _guard(func, name, buffer, "outer")
     return versioned
+
+
+def _holds_always(cond: Any) -> bool:
+    return isinstance(cond, tirx.IntImm) and bool(cond.value)
 
 
 def _well_formed(func: tirx.PrimFunc) -> bool:
@@ -623,15 +636,18 @@ def _rebuild(
     guards: dict[int, list[Any]],
     node: Any = None,
     below: int = -1,
+    unroll: Sequence[int] = (),
 ) -> Any:
     """``path[top]`` rebuilt bottom-up with ``guards`` (path index -> conditions, each
-    wrapping the statement at its index); with ``node``, ``node`` stands for ``path[below]``
-    (guards and all) and only the statements above it are rebuilt."""
+    wrapping the statement at its index), the loops at the indices of ``unroll`` unrolled;
+    with ``node``, ``node`` stands for ``path[below]`` (guards and all) and only the
+    statements above it are rebuilt."""
     if node is None:
         below = len(path) - 1
         node = _wrapped(path[-1], guards.get(below))
     for j in range(below - 1, top - 1, -1):
-        node = _wrapped(_with_child(path[j], path[j + 1], node), guards.get(j))
+        kind = tirx.ForKind.UNROLLED if j in unroll else None
+        node = _wrapped(_with_child(path[j], path[j + 1], node, kind), guards.get(j))
     return node
 
 
@@ -681,6 +697,214 @@ def _boundary_version(
             return None  # no comparison, unbounded, or still varies inside
         interior.append(held)
     return k, analyzer.simplify(_conjunction(interior))
+
+
+MAX_ROW_VERSIONS = 9
+"""The most versions of the loop nest that :func:`_row_versions` emits (the interior one
+included); more, and one guarded boundary version stands for them."""
+
+MAX_UNROLLED_TAPS = 16
+"""The most iterations of the tap loops :func:`_version_point` raises a version point above
+(and the versions that keep a guard unroll)."""
+
+MAX_ROW_POINTS = 1 << 18
+"""The most iterations of the loops the guards depend on (above the split point, times the
+taps and rows under it) over which :func:`_row_versions` evaluates them."""
+
+
+def _row_versions(
+    path: list[Any],
+    at: dict[int, Any],
+    inner: dict[int, list[Any]],
+    uses: dict[int, list[int]],
+    at_index: int,
+) -> tuple[int, list[int], list[tuple[Any, dict[int, list[Any]]]]] | None:
+    """The versions of the loop nest that ``all`` guards make (module docstring): one per
+    way the guards ``inner`` (path index -> conditions; ``uses``: the path indices of each
+    one's loops) hold over the taps and rows under the split point, each branch-free once
+    TVM unrolls those loops (``ForKind.UNROLLED``), with the (tap, row) pairs that read only
+    padding left out. The point is ``at_index`` (under the deepest loop above the register
+    tile that a guard depends on) raised above the tap loops by :func:`_version_point`.
+
+    The guards are evaluated (numpy, :func:`_evaluate`) at every iteration of the loops above
+    the point that they depend on, for every tap and row: each distinct outcome is a version,
+    the interior one (every guard holding) first, then by how often it occurs. A version's
+    guards are the guards with those loops set to one iteration of that outcome. It runs
+    where a few of the guards, at a few (tap, row) pairs, have the values that tell its
+    outcome from the others' (a greedy choice); the last one runs wherever none of the others
+    does, as the outcomes are all the loops can produce.
+
+    Returns ``(point, tap loops to unroll, [(condition, guards), ...])``, the guards by path
+    index like ``inner`` and the last condition None; None where the guards depend on a loop
+    of no constant extent, on more iterations than :data:`MAX_ROW_POINTS`, hold something
+    :func:`_evaluate` cannot evaluate, or give more than :data:`MAX_ROW_VERSIONS` outcomes.
+    """
+    import itertools
+
+    import numpy as np
+    from tvm.sym.analyzer import Analyzer
+
+    conds = [(j, c) for j, cs in inner.items() for c in cs]
+    loops = sorted({i for _, c in conds for i in uses[id(c)]})
+    at_index, unroll = _version_point(path, at, loops, at_index)
+    above = [i for i in loops if i < at_index]
+    rows = [i for i in loops if i >= at_index]
+    if not all(
+        isinstance(at[i].min, tirx.IntImm) and isinstance(at[i].extent, tirx.IntImm) for i in loops
+    ):
+        return None
+    extents = [int(at[i].extent) for i in loops]
+    if math.prod(extents) > MAX_ROW_POINTS:
+        return None
+    grid = np.meshgrid(
+        *[
+            np.arange(int(at[i].min), int(at[i].min) + e, dtype=np.int64)
+            for i, e in zip(loops, extents, strict=True)
+        ],
+        indexing="ij",
+    )
+    env = {at[i].loop_var.name: g for i, g in zip(loops, grid, strict=True)}
+    n_above = math.prod(int(at[i].extent) for i in above)
+    table = []  # (iterations above, outcome per (guard, row)) booleans
+    for _, c in conds:
+        held = _evaluate(c, env)
+        if held is None:
+            return None
+        held = np.broadcast_to(np.asarray(held, dtype=bool), grid[0].shape if grid else ())
+        table.append(held.reshape(n_above, -1))
+    outcome = np.concatenate(table, axis=1)  # iterations above x (guard, row)
+    kinds, first, counts = np.unique(outcome, axis=0, return_index=True, return_counts=True)
+    if len(kinds) > MAX_ROW_VERSIONS:
+        return None
+    order = sorted(range(len(kinds)), key=lambda k: (not kinds[k].all(), -counts[k], first[k]))
+    kinds, first = kinds[order], first[order]
+    # the (guard, row) columns that tell the outcomes apart, chosen greedily
+    columns: list[int] = []
+    while len({tuple(k[columns]) for k in kinds}) < len(kinds):
+        columns.append(
+            max(
+                range(kinds.shape[1]),
+                key=lambda col: len({tuple(k[[*columns, col]]) for k in kinds}),
+            )
+        )
+    width = [table[g].shape[1] for g in range(len(conds))]
+    starts = list(itertools.accumulate([0, *width]))
+    row_points = list(itertools.product(*[range(int(at[i].extent)) for i in rows]))
+    analyzer = Analyzer()
+    for i in above:
+        analyzer.bind(at[i].loop_var, tvm.ir.Range.from_min_extent(at[i].min, at[i].extent))
+    within = Analyzer()  # the rows' own ranges, where a version's guards are simplified
+    for i in rows:
+        within.bind(at[i].loop_var, tvm.ir.Range.from_min_extent(at[i].min, at[i].extent))
+    above_vars = [at[i].loop_var for i in above]
+    row_vars = [at[i].loop_var for i in rows]
+    out = []
+    for n, kind in enumerate(kinds):
+        at_point = np.unravel_index(first[n], [int(at[i].extent) for i in above] or [1])
+        values = [
+            tirx.const(int(at[i].min) + int(v), str(at[i].loop_var.ty))
+            for i, v in zip(above, at_point, strict=False)
+        ]
+        guards: dict[int, list[Any]] = {}
+        for j, c in conds:
+            fixed = within.simplify(_substitute(c, above_vars, values))
+            if not (isinstance(fixed, tirx.IntImm) and fixed.value):  # true on every row
+                guards.setdefault(j, []).append(fixed)
+        match = None
+        if n < len(kinds) - 1:
+            terms = []
+            for col in columns:
+                g = next(x for x in range(len(conds)) if starts[x] <= col < starts[x + 1])
+                point = row_points[col - starts[g]]
+                fixed = [
+                    tirx.const(int(at[i].min) + v, str(at[i].loop_var.ty))
+                    for i, v in zip(rows, point, strict=True)
+                ]
+                cond = _substitute(conds[g][1], row_vars, fixed)
+                terms.append(cond if kind[col] else tirx.Not(cond))
+            match = analyzer.simplify(_conjunction(terms))
+        out.append((match, guards))
+    return at_index, unroll, out
+
+
+def _version_point(
+    path: list[Any], at: dict[int, Any], loops: Sequence[int], at_index: int
+) -> tuple[int, list[int]]:
+    """``(path index, loops to unroll)``: where :func:`_row_versions` splits the loop nest,
+    given the path indices of the ``loops`` its guards depend on, and the point
+    ``at_index`` under the deepest of those above the register tile. The point is raised
+    above the reduction loops among them (serial, of constant extent, at most
+    :data:`MAX_UNROLLED_TAPS` iterations together: a convolution's tap loops), which each
+    version that keeps a guard unrolls: no branch is then left between the reduction loops
+    that hold the tile, and LLVM keeps the tile's accumulators in registers across them
+    (measured, C1D3 on a Xeon: a branch chain under the tap loop cost 8 %). ``(at_index, [])``
+    where the raised point holds more than the update block, or the taps are more."""
+    realize = path[-1]
+    reduce = {
+        v.name
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
+        if int(iv.iter_type) == tirx.IterVar.CommReduce
+        for v in undefined_vars(value)
+    }
+    first = min(i for i, s in at.items() if _unrolled(s))
+    taps = [
+        i
+        for i in loops
+        if i < first
+        and at[i].kind == tirx.ForKind.SERIAL
+        and isinstance(at[i].extent, tirx.IntImm)
+        and at[i].loop_var.name in reduce
+    ]
+    kept = [i for i in loops if i < first and i not in taps]
+    k = max(kept) + 1 if kept else 0
+    while isinstance(path[k], tirx.SeqStmt) or len(_realizes(path[k])) > 1:
+        k += 1
+    unroll = [i for i in taps if i >= k]
+    if k >= at_index or math.prod(int(at[i].extent) for i in unroll) > MAX_UNROLLED_TAPS:
+        return at_index, []
+    return k, unroll
+
+
+_NUMPY_BINARY = {
+    "Add": "add",
+    "Sub": "subtract",
+    "Mul": "multiply",
+    "FloorDiv": "floor_divide",
+    "FloorMod": "mod",
+    "Min": "minimum",
+    "Max": "maximum",
+    "EQ": "equal",
+    "NE": "not_equal",
+    "LT": "less",
+    "LE": "less_equal",
+    "GT": "greater",
+    "GE": "greater_equal",
+    "And": "logical_and",
+    "Or": "logical_or",
+}
+
+
+def _evaluate(expr: Any, env: dict[str, Any]) -> Any | None:
+    """``expr`` (integer and boolean TIR arithmetic over the variables of ``env``, by name)
+    evaluated elementwise on ``env``'s numpy arrays; None where it holds anything else."""
+    import numpy as np
+
+    if isinstance(expr, tirx.IntImm):
+        return np.int64(expr.value)
+    if isinstance(expr, tirx.Var):
+        return env.get(expr.name)
+    if isinstance(expr, tirx.Cast) and "int" in str(expr.ty):
+        return _evaluate(expr.value, env)
+    if isinstance(expr, tirx.Not):
+        a = _evaluate(expr.a, env)
+        return None if a is None else np.logical_not(a)
+    name = type(expr).__name__
+    if name in _NUMPY_BINARY and type(expr) is getattr(tirx, name):
+        a, b = _evaluate(expr.a, env), _evaluate(expr.b, env)
+        if a is None or b is None:
+            return None
+        return getattr(np, _NUMPY_BINARY[name])(a, b)
+    return None
 
 
 def _quantified(cond: Any, dom: dict[Any, Any], every: bool) -> Any | None:

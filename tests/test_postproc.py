@@ -188,40 +188,145 @@ def _at_values(cond: object, values: dict[str, int]) -> object:
     return tirx.IndexMap(variables, [cond], None).map_indices(consts)[0]
 
 
+def _versions(stmt: object) -> list[tuple[object, object]]:
+    """The ``(condition, statement)`` pairs of the first chain of ``if ... else if ... else``
+    in ``stmt`` (depth first), the last condition None."""
+    stack, out = [stmt], []
+    while stack and not out:
+        s = stack.pop()
+        if isinstance(s, tirx.IfThenElse) and s.else_case is not None:
+            while isinstance(s, tirx.IfThenElse) and s.else_case is not None:
+                out.append((s.condition, s.then_case))
+                s = s.else_case
+            out.append((None, s))
+        elif isinstance(s, s_tir.SBlockRealize):
+            stack.append(s.block.body)
+        elif isinstance(s, tirx.For | tirx.IfThenElse):
+            stack.append(s.body if isinstance(s, tirx.For) else s.then_case)
+        elif isinstance(s, tirx.SeqStmt):
+            stack.extend(reversed(list(s.seq)))
+    return out
+
+
+def _holds(cond: object) -> bool:
+    return bool(Analyzer().simplify(cond))
+
+
+def _loop(stmt: object, name: str) -> tirx.For:
+    """The first loop named ``name`` in ``stmt`` (depth first)."""
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tirx.For) and s.loop_var.name == name:
+            return s
+        if isinstance(s, s_tir.SBlockRealize):
+            stack.append(s.block.body)
+        elif isinstance(s, tirx.For):
+            stack.append(s.body)
+        elif isinstance(s, tirx.SeqStmt):
+            stack.extend(reversed(list(s.seq)))
+        elif isinstance(s, tirx.IfThenElse):
+            stack.extend(c for c in (s.else_case, s.then_case) if c is not None)
+    raise AssertionError(f"no loop {name}")
+
+
 @pytest.mark.parametrize("index", ["int32", "int64"])
-def test_all_guards_run_in_a_boundary_version_only(index: str) -> None:
-    """``r`` unrolled under ``o``: with ``all`` guards the body of ``o`` is split into an
-    interior version, unguarded, run where no tap of ``o`` lies in the padding (1 <= o <= 8:
-    ``o + r`` in [1, 10] for every ``r`` in [0, 2]), and a boundary version whose unrolled taps
-    are each guarded; its blocks are renamed, its loops are its own, and both versions
-    compute the same as numpy (int32 or int64 loops)."""
+def test_all_guards_run_in_branch_free_versions_per_row_set(index: str) -> None:
+    """``r`` unrolled under ``o``: with ``all`` guards the body of ``o`` is split by the taps
+    that read only padding, one version each: an interior one where none does (``1 <= o <=
+    8``: ``o + r`` in [1, 10] for every ``r`` in [0, 2]), one for ``o = 0`` without tap 0 and
+    one for ``o = 9`` without tap 2. Each version's guards depend on the unrolled ``r`` alone,
+    so that they are constants once it is unrolled; the versions' blocks are renamed and
+    their loops are their own, and all compute the same as numpy (int32 or int64 loops)."""
     mod = _scheduled(_conv1d(index=index), value="all:Xp", unroll=True)
     guarded = postprocess(mod)
-    (version,) = _guards(guarded["main"].body)
-    o = version.condition
-    inside = {v: bool(Analyzer().simplify(_at(o, v))) for v in range(10)}
-    assert inside == {v: 1 <= v <= 8 for v in range(10)}
-    interior, boundary = version.then_case, version.else_case
-    assert not _guards(interior.body) and isinstance(interior.body, tirx.For)
-    (tap,) = _guards(boundary.body)
-    assert not boundary.loop_var.same_as(interior.loop_var)
+    versions = _versions(guarded["main"].body)
+    assert len(versions) == 3
+    chosen = [
+        next(n for n, (c, _) in enumerate(versions) if c is None or _holds(_at(c, o)))
+        for o in range(10)
+    ]
+    assert chosen == [1, 0, 0, 0, 0, 0, 0, 0, 0, 2]
+    taps = []
+    for _, version in versions:
+        guards = _guards(version)
+        assert all({v.name for v in undefined_vars(g.condition)} == {"r"} for g in guards)
+        taps.append([r for r in range(3) if all(_holds(_at(g.condition, r)) for g in guards)])
+    assert taps == [[0, 1, 2], [1, 2], [0, 1]]
+    loops = [_loop(v, "r").loop_var for _, v in versions]
+    assert not loops[0].same_as(loops[1]) and not loops[1].same_as(loops[2])
     names = [r.block.name_hint for r in _realizes(guarded["main"].body)]
-    assert names.count("Y_update") == 1 and names.count("Y_update_boundary") == 1
+    for name in ("Y_update", "Y_update_boundary", "Y_update_boundary2"):
+        assert names.count(name) == 1
     x, w, expected = _conv1d_case(2)
     np.testing.assert_array_equal(_run(guarded, x, w), expected)
 
 
-def test_a_copy_that_breaks_definitions_falls_back_to_one_version(
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_row_versions_are_split_above_the_tap_loop_and_unroll_it(index: str) -> None:
+    """Pad 3, 7 taps, rows tiled 2 at a time (``o = 2 * o0 + o1``, ``o1`` unrolled) under the
+    serial tap loop ``r``: the versions are split above ``r`` (under ``o0``, once per tile,
+    so that no branch sits between the reduction loops around the tile), one per set of
+    (tap, row) pairs read: the interior tile ``o0 = 2`` and the four others. A version that
+    keeps a guard unrolls ``r``, its guards in ``r`` and ``o1`` alone (constants once
+    unrolled); the interior one keeps ``r`` a loop, unguarded. All equal numpy."""
+    sch = s_tir.Schedule(_conv1d(pad=3, index=index))
+    block = sch.get_sblock("Y")
+    o, c, r, k = sch.get_loops(block)
+    o0, o1 = sch.split(o, [5, 2])
+    sch.reorder(o0, r, k, o1, c)
+    sch.decompose_reduction(block, r)
+    sch.unroll(o1)
+    sch.annotate(block, SKIP_ZERO_READS, "all:Xp")
+    guarded = postprocess(sch.mod)
+    versions = _versions(guarded["main"].body)
+    assert len(versions) == 5
+    chosen = [
+        next(n for n, (c, _) in enumerate(versions) if c is None or _holds(_at(c, t)))
+        for t in range(5)
+    ]
+    assert chosen[2] == 0 and sorted(chosen) == [0, 1, 2, 3, 4]
+    for n, (_, version) in enumerate(versions):
+        tap = _loop(version, "r")
+        guards = _guards(version)
+        if n == 0:
+            assert tap.kind == tirx.ForKind.SERIAL and not guards
+            continue
+        assert tap.kind == tirx.ForKind.UNROLLED and guards
+        assert all({v.name for v in undefined_vars(g.condition)} <= {"r", "o_1"} for g in guards)
+    x, w, expected = _conv1d_case(4, pad=3)
+    np.testing.assert_array_equal(_run(guarded, x, w), expected)
+
+
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_all_guards_fall_back_to_outer_guards_beyond_a_few_versions(
+    index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the taps read the padding in more ways than
+    :data:`~heronlike.postproc.MAX_ROW_VERSIONS`, ``all`` guards are ``outer`` ones (a branch
+    per unrolled tap costs more than it skips), and still equal numpy."""
+    from heronlike import postproc
+
+    monkeypatch.setattr(postproc, "MAX_ROW_VERSIONS", 2)
+    mod = _scheduled(_conv1d(index=index), value="all:Xp", unroll=True)
+    guarded = postprocess(mod)
+    outer = postprocess(with_guard_place(mod, "outer"))
+    assert tvm_ffi.structural_equal(with_guard_place(guarded, "outer"), outer)
+    x, w, expected = _conv1d_case(2)
+    np.testing.assert_array_equal(_run(guarded, x, w), expected)
+
+
+def test_a_copy_that_breaks_definitions_falls_back_to_outer_guards(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Were the boundary copy to keep the interior's definitions (each loop and block defined
-    twice), the program is not well-formed: the guards then stay in one version."""
+    """Were a version's copy to keep the interior's definitions (each loop and block defined
+    twice), the program is not well-formed: the guards are then ``outer`` ones."""
     from heronlike import postproc
 
     mod = _scheduled(_conv1d(), value="all:Xp", unroll=True)
     monkeypatch.setattr(postproc, "_fresh_copy", lambda stmt, *_: stmt)
-    one = postprocess(mod, boundary_version=False)
-    assert tvm_ffi.structural_equal(postprocess(mod), one)
+    outer = postprocess(with_guard_place(mod, "outer"))
+    assert tvm_ffi.structural_equal(with_guard_place(postprocess(mod), "outer"), outer)
     assert "Y_update_boundary" not in postprocess(mod).script()
 
 
