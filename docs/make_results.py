@@ -604,6 +604,14 @@ PADDING_SKIP_VERSION_COLUMNS = (
     Col("all guards in one version, speed vs none", "{all_one_version_speedup:.3f}"),
 )
 
+#: ... with the speed of all guards over outer ones and the seed (2026-12-06)
+PADDING_SKIP_SEED_COLUMNS = (
+    PADDING_SKIP_VERSION_COLUMNS[0],
+    Col("seed", "{seed}"),
+    *PADDING_SKIP_VERSION_COLUMNS[2:],
+    Col("all vs outer", lambda r: f"{r['outer_ms'] / r['all_ms']:.3f}"),
+)
+
 # Runs before 2026-12-01 built their outer and all programs by annotating over the tune's own
 # annotation, which TVM 0.27 keeps: both columns timed the tune's pick (postproc.with_guard_place)
 PADDING_SKIP_PICK_COLUMNS = (
@@ -1664,6 +1672,9 @@ OPEN_ROWS32_CMD = (
 #: was skipped and that matrix written one vector store per packed tile (2026-12-05 evening)
 SCANS_XEON_EMR_CSV = "suite_scans-vnni-intel-xeon-emr-2026-12-05.csv"
 SCANS_CMD = "python benchmarks/suite.py --quick --cases S1,S2,S3,S4,S5 --no-equal-wall"
+#: the padded 3-D convolutions after all guards became branch-free versions (2026-12-06)
+C3D_XEON_EMR_CSV = "suite_c3d-vnni-intel-xeon-emr-2026-12-06.csv"
+C3D_CMD = "python benchmarks/suite.py --quick --cases C3D5,C3D3,C3D1 --no-equal-wall"
 #: the 13 small cases whose space SplitAxisNotInnermost changes, tuned again with it (2026-12-05)
 SUITE_SPLIT_AXIS_CSV = "suite_split_axis-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: eight of the fair table's cases with every harness sample labelled by the core-to-core round
@@ -2065,6 +2076,18 @@ TABLES: dict[str, Table] = {
                 + ("speedup_vs_pytorch_before", "speedup_vs_pytorch_after"),
             ),
         ),
+        Table(  # ... its padded 3-D convolutions after the branch-free versions, against noon's
+            "suite-c3d-xeon-emr-2026-12-06",
+            (C3D_XEON_EMR_CSV,),
+            (
+                *WIDEN_A_FAIR_COLUMNS[:-1],
+                Col(
+                    "vs PyTorch, fastest process, after", "{speedup_vs_pytorch_fastest_process:.2f}"
+                ),
+            ),
+            C3D_CMD + "  (before: the noon table above)",
+            before=FAIR_VNNI_XEON_RULE_CSV,
+        ),
         Table(  # ... on a Zen 5, 2026-12-05, every sample labelled by the distance of the cores
             "suite-fair-vnni-zen5-2026-12-05-labelled",
             (FAIR_VNNI_ZEN5_LABELLED_CSV,),
@@ -2369,6 +2392,12 @@ TABLES: dict[str, Table] = {
             (PADDING_SKIP_ZEN5_CSV,),
             PADDING_SKIP_VERSION_COLUMNS,
             "python benchmarks/padding_skip.py",
+        ),
+        Table(  # ... all guards as branch-free versions, on the Emerald Rapids Xeon
+            "padding-skip-versions-xeon-emr-2026-12-06",
+            ("padding_skip-intel-r-xeon-r-processor-f6m207-2026-12-06.csv",),
+            PADDING_SKIP_SEED_COLUMNS,
+            "python benchmarks/padding_skip.py --rounds 8; then --seed 1 --cases C2D1,C3D1,D1,C3D3",
         ),
         Table(  # ... the two padded 3-D convolutions the Intel table loses, on that Xeon
             "padding-skip-xeon-f6m167",
