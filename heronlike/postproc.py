@@ -778,15 +778,7 @@ def _row_versions(
         return None
     order = sorted(range(len(kinds)), key=lambda k: (not kinds[k].all(), -counts[k], first[k]))
     kinds, first = kinds[order], first[order]
-    # the (guard, row) columns that tell the outcomes apart, chosen greedily
-    columns: list[int] = []
-    while len({tuple(k[columns]) for k in kinds}) < len(kinds):
-        columns.append(
-            max(
-                range(kinds.shape[1]),
-                key=lambda col: len({tuple(k[[*columns, col]]) for k in kinds}),
-            )
-        )
+    columns = _telling_columns(kinds)
     width = [table[g].shape[1] for g in range(len(conds))]
     starts = list(itertools.accumulate([0, *width]))
     row_points = list(itertools.product(*[range(int(at[i].extent)) for i in rows]))
@@ -825,6 +817,20 @@ def _row_versions(
             match = analyzer.simplify(_conjunction(terms))
         out.append((match, guards))
     return at_index, unroll, out
+
+
+def _telling_columns(kinds: Any) -> list[int]:
+    """Columns of the distinct boolean rows ``kinds`` (a 2-D numpy array) on which no two of
+    them agree, chosen greedily: each time the column that tells the most rows apart."""
+    columns: list[int] = []
+    while len({tuple(k[columns]) for k in kinds}) < len(kinds):
+        columns.append(
+            max(
+                range(kinds.shape[1]),
+                key=lambda col: len({tuple(k[[*columns, col]]) for k in kinds}),
+            )
+        )
+    return columns
 
 
 def _version_point(

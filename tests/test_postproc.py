@@ -316,6 +316,27 @@ def test_all_guards_fall_back_to_outer_guards_beyond_a_few_versions(
     np.testing.assert_array_equal(_run(guarded, x, w), expected)
 
 
+def test_guards_evaluate_in_numpy_as_tvm_folds_them() -> None:
+    """``_evaluate`` (the guards' outcomes over a grid of loop values) agrees with TVM's own
+    folding of the same expression at each point, negative floor division and modulo
+    included; an expression it cannot evaluate gives None."""
+    from heronlike.postproc import _evaluate
+
+    a, b = tirx.Var("a", "int32"), tirx.Var("b", "int32")
+    exprs = [
+        tirx.And(tirx.LE(1, tirx.floordiv(a * 3 - b, 4)), tirx.LT(tirx.floormod(a - 5, 3), b)),
+        tirx.Or(tirx.GE(tirx.max(a, b) - 2, 0), tirx.Not(tirx.EQ(tirx.min(a, b), -1))),
+        tirx.GT(tirx.floormod(b * 2 - 7, 5) + a, 3),
+    ]
+    grid = np.meshgrid(np.arange(-6, 7), np.arange(-4, 5), indexing="ij")
+    for expr in exprs:
+        held = _evaluate(expr, {"a": grid[0], "b": grid[1]})
+        for (i, j), value in np.ndenumerate(held):
+            at = _at_values(expr, {"a": int(grid[0][i, j]), "b": int(grid[1][i, j])})
+            assert bool(Analyzer().simplify(at)) == bool(value), (expr, i, j)
+    assert _evaluate(tirx.LT(tirx.Cast("float32", a), 2.5), {"a": grid[0]}) is None
+
+
 def test_a_copy_that_breaks_definitions_falls_back_to_outer_guards(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
