@@ -150,13 +150,9 @@ def test_outer_guards_stay_out_of_unrolled_loops() -> None:
     assert postprocess(mod).same_as(mod)
 
 
-@pytest.mark.parametrize("index", ["int32", "int64"])
-def test_outer_guards_skip_the_taps_of_a_tile_that_reads_only_padding(index: str) -> None:
-    """Pad 3, 7 taps, the rows tiled 2 at a time (``o = 2 * o0 + o1``, ``o1`` unrolled):
-    ``outer`` guards cannot test a row of the tile, so the guard, above ``k`` inside the tap
-    loop ``r``, holds where *some* row of the tile reads ``X`` (``3 <= o + r < 13`` for ``o``
-    in ``[2 * o0, 2 * o0 + 1]``); tiles whose two rows both read padding at a tap skip it.
-    Both programs equal numpy, with int32 and with int64 loops."""
+def _tiled_rows(index: str, value: str) -> tvm.IRModule:
+    """:func:`_conv1d` with pad 3 (7 taps), its rows tiled 2 at a time (``o = 2 * o0 + o1``,
+    ``o1`` unrolled) under the tap loop ``r``, annotated with ``value``."""
     sch = s_tir.Schedule(_conv1d(pad=3, index=index))
     block = sch.get_sblock("Y")
     o, c, r, k = sch.get_loops(block)
@@ -164,8 +160,18 @@ def test_outer_guards_skip_the_taps_of_a_tile_that_reads_only_padding(index: str
     sch.reorder(o0, r, k, o1, c)
     sch.decompose_reduction(block, r)
     sch.unroll(o1)
-    sch.annotate(block, SKIP_ZERO_READS, "outer:Xp")
-    mod = sch.mod
+    sch.annotate(block, SKIP_ZERO_READS, value)
+    return sch.mod
+
+
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_outer_guards_skip_the_taps_of_a_tile_that_reads_only_padding(index: str) -> None:
+    """Pad 3, 7 taps, the rows tiled 2 at a time (``o = 2 * o0 + o1``, ``o1`` unrolled):
+    ``outer`` guards cannot test a row of the tile, so the guard, above ``k`` inside the tap
+    loop ``r``, holds where *some* row of the tile reads ``X`` (``3 <= o + r < 13`` for ``o``
+    in ``[2 * o0, 2 * o0 + 1]``); tiles whose two rows both read padding at a tap skip it.
+    Both programs equal numpy, with int32 and with int64 loops."""
+    mod = _tiled_rows(index, "outer:Xp")
     guarded = postprocess(mod)
     (guard,) = _guards(guarded["main"].body)
     assert guard.then_case.loop_var.name == "k"
@@ -270,15 +276,7 @@ def test_row_versions_are_split_above_the_tap_loop_and_unroll_it(index: str) -> 
     (tap, row) pairs read: the interior tile ``o0 = 2`` and the four others. A version that
     keeps a guard unrolls ``r``, its guards in ``r`` and ``o1`` alone (constants once
     unrolled); the interior one keeps ``r`` a loop, unguarded. All equal numpy."""
-    sch = s_tir.Schedule(_conv1d(pad=3, index=index))
-    block = sch.get_sblock("Y")
-    o, c, r, k = sch.get_loops(block)
-    o0, o1 = sch.split(o, [5, 2])
-    sch.reorder(o0, r, k, o1, c)
-    sch.decompose_reduction(block, r)
-    sch.unroll(o1)
-    sch.annotate(block, SKIP_ZERO_READS, "all:Xp")
-    guarded = postprocess(sch.mod)
+    guarded = postprocess(_tiled_rows(index, "all:Xp"))
     versions = _versions(guarded["main"].body)
     assert len(versions) == 5
     chosen = [
