@@ -67,10 +67,8 @@ then branch-free code without the (tap, row) pairs that read only padding, and t
 version (no such pair) keeps its loops as they were. A 3 × 3 convolution over 14 rows tiled 7
 at a time gets two versions: the first tile without row 0 at tap 0, the second without row 6
 at tap 2. Where that fails (more than :data:`MAX_ROW_VERSIONS` outcomes, a loop of no constant
-extent), the statement under the deepest loop above the tile that a conjunct depends on is
-emitted twice: an interior version without those guards, run where the conjunct holds for every
-iteration of the loops under it (its minimum over their ranges, from TVM's ``int_set``, is in
-bounds), and a boundary version with them.
+extent), the guards are those of ``outer``. (``boundary_version=False`` keeps the row guards in
+the one loop nest, for comparison only.)
 
 A conjunct is left out (the program stays correct, it only skips less) when it must be
 relaxed but is no comparison, or depends on anything but loop variables; nothing is guarded
@@ -101,13 +99,14 @@ docstring); the statement under it may allocate local buffers, and must be the s
 appears in one program (else nothing is hoisted and each copy stays where it is)."""
 
 BOUNDARY_SUFFIX = "_boundary"
-"""Suffix of the blocks of the boundary version that ``all`` guards make (:data:`GUARD_PLACES`)."""
+"""Suffix of the blocks of the versions after the first that ``all`` guards make
+(:data:`GUARD_PLACES`; numbered from the third: ``_boundary2``, ...)."""
 
 GUARD_PLACES = ("outer", "all")
 """``outer``: a guard only outside every unrolled loop (around the register tile, whose unrolled
-code stays branch-free); ``all``: also inside it, per unrolled row, in a boundary version of the
-loop nest that runs only where some row of the tile reads the padding (the interior version
-stays branch-free). ``all`` skips more and can cost more than it saves, by schedule:
+code stays branch-free); ``all``: also inside it, per unrolled row and tap, in one branch-free
+version of the loop nest per way a tile reads the padding (module docstring), else as
+``outer``. ``all`` skips more and can cost more than it saves, by schedule:
 :mod:`heronlike.rules.skip_padding` decides when it is a knob."""
 
 
@@ -129,9 +128,9 @@ def postprocess(mod: tvm.IRModule, *, boundary_version: bool = True) -> tvm.IRMo
 def skip_zero_reads(func: tirx.PrimFunc, *, boundary_version: bool = True) -> tirx.PrimFunc:
     """``func`` with the padding reads of every :data:`SKIP_ZERO_READS` block guarded by ``if``
     statements hoisted to the loops they depend on (module docstring); ``func`` itself when
-    there is nothing to guard. Guards under an unrolled loop (``all``) go into a boundary
-    version of the loop nest, beside an unguarded interior one, unless ``boundary_version``
-    is false (then they sit in the one version; for comparison only)."""
+    there is nothing to guard. Guards under an unrolled loop (``all``) make one branch-free
+    version of the loop nest per way a tile reads the padding, unless ``boundary_version`` is
+    false (then they sit in the one loop nest; for comparison only)."""
     for name, place, buffers in skip_annotations(func):
         for buffer in buffers:
             func = _guard(func, name, buffer, place, boundary_version)
@@ -666,13 +665,12 @@ def _boundary_version(
     path: list[Any], at: dict[int, Any], inner: dict[int, list[Any]], uses: dict[int, list[int]]
 ) -> tuple[int, Any] | None:
     """``(path index, interior condition)`` for the guards under an unrolled loop: the
-    statement at that index (the first under the deepest loop above the unrolled ones that
-    a guard depends on) is run unguarded where the condition holds, where no iteration of
-    the loops under it reads the padding, and with every guard elsewhere (a boundary
-    version). The condition quantifies each guard over those loops' ranges (TVM's
+    statement at that index is the first under the deepest loop above the unrolled ones that
+    a guard depends on (where :func:`_version_point` starts), and the condition says that no
+    iteration of the loops under it reads the padding (where it always holds, nothing needs
+    a version). The condition quantifies each guard over those loops' ranges (TVM's
     ``int_set``: a guard ``a <= b`` holds throughout where the minimum of ``b - a`` is at
-    least 0). None when there is no such statement or a guard is not such a comparison:
-    the guards then stay in the one version."""
+    least 0). None when there is no such statement or a guard is not such a comparison."""
     from tvm.sym.analyzer import Analyzer
     from tvm.sym.int_set import IntervalSet
 
@@ -701,7 +699,7 @@ def _boundary_version(
 
 MAX_ROW_VERSIONS = 9
 """The most versions of the loop nest that :func:`_row_versions` emits (the interior one
-included); more, and one guarded boundary version stands for them."""
+included); more, and ``all`` guards are ``outer`` ones."""
 
 MAX_UNROLLED_TAPS = 16
 """The most iterations of the tap loops :func:`_version_point` raises a version point above
