@@ -3,9 +3,9 @@
 For each padded convolution of Heron's DL Boost table: one tune (CGA, 16 trials in rounds of 8
 by default), then the schedule it returned built four ways, identical but for the padding
 guards: ``none`` (the schedule's own program, every padding tap multiplied), ``outer`` (guards
-outside the unrolled register tile), ``all`` (also inside it, in a boundary version of the
-loop nest beside an unguarded interior one) and ``all_one_version`` (the same guards in the
-one version), whatever the tune picked. The four are timed by the suite's harness
+outside the unrolled register tile), ``all`` (also inside it, in one branch-free version of the
+loop nest per way a tile reads the padding) and ``all_one_version`` (the same guards in the
+one loop nest), whatever the tune picked. The four are timed by the suite's harness
 (``suite.time_tvm_kernels``: a fresh process, each output checked against the reference, 3
 warm-up calls, the median of 15 samples of at least 10 ms), in interleaved rounds (the order
 rotated), the median over the rounds. Per row: ``zero_share`` (share of the padded input

@@ -9,9 +9,11 @@ measured more than 1 % slower than none. ``all`` (also inside the unrolled regis
 boundary version of the loop nest) ran 0.89–1.06× of ``outer`` on ten tuned schedules; offered
 as a knob from 20 % of padding instead of 50 %, it made 16-trial tunes 0.93× slower (9 of 10),
 the search spending trials on a space twice the size (Zen 5, int8; docs/results.md, "Skipping
-the padding taps"). So ``all`` is a knob (``<stage>.skip_padding``) only where it has much to
-skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is padding (a
-depth-2 3-D convolution: 62 %); elsewhere the guards are ``outer``.
+the padding taps"). As branch-free versions per way a tile reads the padding (2026-12-06),
+``all`` ran 0.74–1.26× of ``outer`` on 14 picks of an Emerald Rapids Xeon: 1.23× on C3D5,
+below 1 on the 56 × 56 convolutions. So ``all`` is a knob (``<stage>.skip_padding``) only
+where it has much to skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded
+operand is padding (a depth-2 3-D convolution: 62 %); elsewhere the guards are ``outer``.
 """
 
 from __future__ import annotations
