@@ -791,10 +791,7 @@ def _row_versions(
     out = []
     for n, kind in enumerate(kinds):
         at_point = np.unravel_index(first[n], [int(at[i].extent) for i in above] or [1])
-        values = [
-            tirx.const(int(at[i].min) + int(v), str(at[i].loop_var.ty))
-            for i, v in zip(above, at_point, strict=False)
-        ]
+        values = [_iteration(at[i], int(v)) for i, v in zip(above, at_point, strict=False)]
         guards: dict[int, list[Any]] = {}
         for j, c in conds:
             fixed = within.simplify(_substitute(c, above_vars, values))
@@ -806,15 +803,17 @@ def _row_versions(
             for col in columns:
                 g = next(x for x in range(len(conds)) if starts[x] <= col < starts[x + 1])
                 point = row_points[col - starts[g]]
-                fixed = [
-                    tirx.const(int(at[i].min) + v, str(at[i].loop_var.ty))
-                    for i, v in zip(rows, point, strict=True)
-                ]
+                fixed = [_iteration(at[i], v) for i, v in zip(rows, point, strict=True)]
                 cond = _substitute(conds[g][1], row_vars, fixed)
                 terms.append(cond if kind[col] else tirx.Not(cond))
             match = analyzer.simplify(_conjunction(terms))
         out.append((match, guards))
     return at_index, unroll, out
+
+
+def _iteration(loop: Any, n: int) -> Any:
+    """The value of ``loop``'s variable in its ``n``-th iteration (0-based), of its type."""
+    return tirx.const(int(loop.min) + n, str(loop.loop_var.ty))
 
 
 def _telling_columns(kinds: Any) -> list[int]:

@@ -24,6 +24,7 @@ from heronlike.postproc import (
     GUARD_PLACES,
     SKIP_ZERO_READS,
     THREAD_SETUP,
+    _children,
     _realizes,
     hoist_thread_setup,
     postprocess,
@@ -194,24 +195,28 @@ def _at_values(cond: object, values: dict[str, int]) -> object:
     return tirx.IndexMap(variables, [cond], None).map_indices(consts)[0]
 
 
+def _preorder(stmt: object) -> list[object]:
+    """``stmt`` and every statement under it, depth first (postproc's own ``_children``)."""
+    out, stack = [], [stmt]
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        stack.extend(reversed(_children(s)))
+    return out
+
+
 def _versions(stmt: object) -> list[tuple[object, object]]:
     """The ``(condition, statement)`` pairs of the first chain of ``if ... else if ... else``
     in ``stmt`` (depth first), the last condition None."""
-    stack, out = [stmt], []
-    while stack and not out:
-        s = stack.pop()
-        if isinstance(s, tirx.IfThenElse) and s.else_case is not None:
-            while isinstance(s, tirx.IfThenElse) and s.else_case is not None:
-                out.append((s.condition, s.then_case))
-                s = s.else_case
-            out.append((None, s))
-        elif isinstance(s, s_tir.SBlockRealize):
-            stack.append(s.block.body)
-        elif isinstance(s, tirx.For | tirx.IfThenElse):
-            stack.append(s.body if isinstance(s, tirx.For) else s.then_case)
-        elif isinstance(s, tirx.SeqStmt):
-            stack.extend(reversed(list(s.seq)))
-    return out
+    s = next(
+        (s for s in _preorder(stmt) if isinstance(s, tirx.IfThenElse) and s.else_case),
+        None,
+    )
+    out = []
+    while isinstance(s, tirx.IfThenElse) and s.else_case is not None:
+        out.append((s.condition, s.then_case))
+        s = s.else_case
+    return [*out, (None, s)] if out else []
 
 
 def _holds(cond: object) -> bool:
@@ -220,20 +225,10 @@ def _holds(cond: object) -> bool:
 
 def _loop(stmt: object, name: str) -> tirx.For:
     """The first loop named ``name`` in ``stmt`` (depth first)."""
-    stack = [stmt]
-    while stack:
-        s = stack.pop()
-        if isinstance(s, tirx.For) and s.loop_var.name == name:
-            return s
-        if isinstance(s, s_tir.SBlockRealize):
-            stack.append(s.block.body)
-        elif isinstance(s, tirx.For):
-            stack.append(s.body)
-        elif isinstance(s, tirx.SeqStmt):
-            stack.extend(reversed(list(s.seq)))
-        elif isinstance(s, tirx.IfThenElse):
-            stack.extend(c for c in (s.else_case, s.then_case) if c is not None)
-    raise AssertionError(f"no loop {name}")
+    loops = (s for s in _preorder(stmt) if isinstance(s, tirx.For) and s.loop_var.name == name)
+    loop = next(loops, None)
+    assert loop is not None, f"no loop {name}"
+    return loop
 
 
 @pytest.mark.parametrize("index", ["int32", "int64"])
