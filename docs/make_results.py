@@ -1675,6 +1675,22 @@ SCANS_CMD = "python benchmarks/suite.py --quick --cases S1,S2,S3,S4,S5 --no-equa
 #: the padded 3-D convolutions after all guards became branch-free versions (2026-12-06)
 C3D_XEON_EMR_CSV = "suite_c3d-vnni-intel-xeon-emr-2026-12-06.csv"
 C3D_CMD = "python benchmarks/suite.py --quick --cases C3D5,C3D3,C3D1 --no-equal-wall"
+#: ... and the same three on one core: every tuner, kernel and PyTorch on one thread (2026-12-06)
+C3D_1CORE_XEON_EMR_CSV = "suite_c3d-1core-vnni-intel-xeon-emr-2026-12-06.csv"
+C3D_1CORE_CMD = C3D_CMD + ' --target "dlboost -num-cores=1"'
+#: a one-core run's columns: medians, each column's fastest process and % of the one-core peak
+ONE_CORE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("threads", "{threads}"),
+    Col("heronlike ms", "{heronlike_ms:.3f}"),
+    Col("MetaSchedule ms", "{ms_ms:.3f}"),
+    Col("PyTorch ms", "{pytorch_ms:.3f}"),
+    Col("vs MS", "{speedup_vs_ms:.2f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
+    Col("% of peak H / PyTorch", "{heronlike_pct_peak:.0f} / {pytorch_pct_peak:.0f}"),
+    Col("peak G op/s", "{peak_gops:.0f}"),
+)
 #: the 13 small cases whose space SplitAxisNotInnermost changes, tuned again with it (2026-12-05)
 SUITE_SPLIT_AXIS_CSV = "suite_split_axis-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: eight of the fair table's cases with every harness sample labelled by the core-to-core round
@@ -2087,6 +2103,12 @@ TABLES: dict[str, Table] = {
             ),
             C3D_CMD + "  (before: the noon table above)",
             before=FAIR_VNNI_XEON_RULE_CSV,
+        ),
+        Table(  # ... and on one core
+            "suite-c3d-1core-xeon-emr-2026-12-06",
+            (C3D_1CORE_XEON_EMR_CSV,),
+            ONE_CORE_COLUMNS,
+            C3D_1CORE_CMD,
         ),
         Table(  # ... on a Zen 5, 2026-12-05, every sample labelled by the distance of the cores
             "suite-fair-vnni-zen5-2026-12-05-labelled",
