@@ -109,6 +109,8 @@ def _conv2d_spec(dag: ComputeDAG) -> dict[str, object] | None:
     mac = stage.mac
     position = {p.name: i for i, p in enumerate(dag.params)}
     out, a, w = mac.out, mac.a, mac.b
+    if out.buffer not in position:  # an epilogue stage (requantisation) follows the product
+        return None
     if len(out.axes) != 4 or len(a.axes) != 4 or len(w.axes) != 4 or not a.index:
         return None
     if not (out.is_plain and w.is_plain) or None in (a.axes[0], a.axes[3]):

@@ -147,6 +147,16 @@ def test_convolution_reference_spec() -> None:
     }
 
 
+def test_a_convolution_with_an_epilogue_has_no_conv2d_reference_spec() -> None:
+    # the product writes an intermediate the epilogue reads: no parameter holds its output, so
+    # the spec is not conv2d_nhwc (a KeyError here stopped every tune of a padding-free
+    # convolution with a requantisation epilogue, such as a strided 1 x 1 one)
+    from heronlike.reference import reference_spec
+
+    compute = ops.requantize(ops.c2d(1, 8, 8, 16, 32, 1, 1, 2, 0, 1, dtype="int8"), 4)
+    assert reference_spec(space_logical(compute)) is None
+
+
 def space_logical(compute):  # noqa: ANN001, ANN201
     from heronlike.dag import ComputeDAG
 
