@@ -86,6 +86,16 @@ parallel kernel in every turn of the kernels, called from Python like them
 (``launch_harness_us``, ``launch_near_us`` / ``launch_far_us``), with the ceilings these leave
 (``launch_ceiling_harness_pct``, ``_near_pct``, ``_far_pct``: :data:`LAUNCH_CEILINGS`).
 
+**Requantised outputs** (``--requantize``): PyTorch has no int8 convolution with an int32
+output; its quantised ``Conv*d`` / ``ConvTranspose2d`` requantise into a u8 output, a quarter of
+the bytes the int32 output of the table's compute takes. With ``--requantize`` every
+convolution case (:data:`REQUANTIZE_OPS`) runs, for heronlike and MetaSchedule alike, the
+compute followed by heronlike's requantisation epilogue (:func:`heronlike.ops.requantize`:
+``clip(C >> shift, -128, 127)`` cast to int8, one output byte per element, as PyTorch writes),
+so that every tuned column and PyTorch write outputs of the same size
+(:func:`requantized_compute`); other cases get a skipped row. ``gop`` and every % of peak stay
+those of the multiply-adds (the epilogue's one operation per output element is not counted).
+
 **Budget**: ``--trials`` per tuner in batches of ``--batch`` (heronlike's batch = MetaSchedule's
 round); ``--time-limit`` caps each tuner's search time per case (once spent, neither starts a new
 batch; the trials each measured are in the CSV). ``--quick`` is the 2-core budget (16 trials,
@@ -105,6 +115,7 @@ progress, which starts over from scratch.
     python benchmarks/suite.py --cases G1,C2D2 --trials 32
     python benchmarks/suite.py --cases gemm:128,128,128 --trials 8   # any shape, our API order
     python benchmarks/suite.py --full --no-metaschedule
+    python benchmarks/suite.py --quick --cases C3D1,T4 --requantize   # int8 outputs
 """
 
 from __future__ import annotations
@@ -212,6 +223,12 @@ QUICK_CASES = ("G1", "G3", "B1", "B4", "C1D1", "C1D3", "C2D1", "C2D6", "C3D2", "
 #: --table skips (as a row saying so) cases of more giga-operations than this per core: G2
 #: (137 GOP) and B5 (103 GOP) on 2 cores; --full or --max-gop-per-core runs them
 MAX_GOP_PER_CORE = 10.0
+#: --requantize: the operators whose PyTorch path writes a requantised u8 output (its quantised
+#: ``Conv*d`` / ``ConvTranspose2d``), which get heronlike's requantisation epilogue
+REQUANTIZE_OPS = ("c1d", "c2d", "c3d", "dil", "t2d")
+#: --requantize: the epilogue's right shift leaves this many distinct values in a standard
+#: deviation of the int32 output, so that few outputs saturate and the check stays strong
+REQUANTIZE_SPREAD = 32
 
 # time_evaluator settings of every tuning trial (both tuners), and the builders' limit per
 # candidate (both tuners)
@@ -423,6 +440,25 @@ class CaseCompute:
     target: str
     #: the ``te`` / TIR compute of ``op`` on ``params`` in the case's dtype
     compute: Any
+
+
+def requantized_compute(compute: list, int32_output: Any) -> tuple[list, int]:
+    """``compute`` (``[inputs..., C]``, ``C`` int32) followed by heronlike's requantisation
+    epilogue to int8 (:func:`heronlike.ops.requantize`: ``clip(C >> shift, -128, 127)``), and
+    the shift: the largest that leaves :data:`REQUANTIZE_SPREAD` steps in the standard
+    deviation of ``int32_output`` (the reference output on the suite's random inputs), so that
+    most outputs do not saturate.
+
+    Raises:
+        heronlike.errors.UnsupportedDtypeError: ``C`` is not int32.
+    """
+    import numpy as np
+
+    from heronlike import ops
+
+    spread = float(np.std(np.asarray(int32_output, dtype=np.float64)))
+    shift = int(min(31, max(0, np.floor(np.log2(max(spread, 1.0) / REQUANTIZE_SPREAD)))))
+    return ops.requantize(list(compute), shift), shift
 
 
 def case_compute(spec: str, dtype: str, mode: Mode) -> CaseCompute:
@@ -1802,6 +1838,10 @@ def run_case(
         skip = "skipped: operator not available"
         row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
         return row
+    if getattr(args, "requantize", False) and op not in REQUANTIZE_OPS:
+        skip = f"skipped: --requantize covers the convolutions ({', '.join(REQUANTIZE_OPS)})"
+        row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
+        return row
     try:
         compute = getattr(ops, op)(**run_params, dtype="int8")
         dag = ComputeDAG.from_compute(compute)
@@ -1825,6 +1865,17 @@ def run_case(
     (case_dir / "metaschedule").mkdir(parents=True)
     arrays = random_inputs(dag, np.random.default_rng(args.seed))
     expected = reference_outputs(dag, arrays)
+    if getattr(args, "requantize", False):
+        (int32_output,) = expected.values()
+        compute, shift = requantized_compute(compute, int32_output)
+        dag = ComputeDAG.from_compute(compute)  # flop stays the multiply-adds'
+        arrays = random_inputs(dag, np.random.default_rng(args.seed))
+        expected = reference_outputs(dag, arrays)
+        row["dtype"] = "int8 (u8 x s8 -> s32 -> requantised s8)"
+        row["epilogue"] = (
+            f"requantize: clip(C >> {shift}, -128, 127) as int8, in heronlike's and "
+            "MetaSchedule's compute; PyTorch's u8 requantisation"
+        )
 
     print(f"[{name}] {op} {row['shape_run']}: heronlike ({args.trials} trials) ...", flush=True)
     h_row, h_kernel, space = run_heronlike(compute, args, mode, case_dir / "heronlike", arrays)
@@ -1992,7 +2043,7 @@ COLUMNS = (
     "heronlike_valid_rate", "ms_valid_rate", "heronlike_trials", "ms_trials",
     "heronlike_tune_s", "ms_tune_s", "heronlike_correct", "ms_correct",
     "heronlike_status", "ms_status", "ms_weights", "pytorch_impl", "numpy_impl",
-    "heronlike_target", "ms_target", "timing", "vnni_note",
+    "heronlike_target", "ms_target", "timing", "vnni_note", "epilogue",
     "heronlike_curve", "ms_curve", "heronlike_eq_wall_curve", "heronlike_trial_ms",
     "ms_trial_ms", "case_s", "harness_children", "harness_log",
     "cpu_model", "cpu_signature", "date",
@@ -2015,7 +2066,8 @@ _TEXT_COLUMNS = {
     "intrinsic", "memory_floor_note", "bound",
     "explorer",
     "heronlike_status", "ms_status", "heronlike_eq_wall_status", "ms_weights", "pytorch_impl",
-    "numpy_impl", "heronlike_target", "ms_target", "timing", "vnni_note", "heronlike_curve",
+    "numpy_impl", "heronlike_target", "ms_target", "timing", "vnni_note", "epilogue",
+    "heronlike_curve",
     "ms_curve", "heronlike_eq_wall_curve", "heronlike_trial_ms", "ms_trial_ms", "harness_children",
     "harness_log", "cpu_model", "cpu_signature", "date",
 }  # fmt: skip
@@ -2332,6 +2384,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--target", default=None, help="heronlike target (overrides --mode; default: by mode)"
     )
+    p.add_argument(
+        "--requantize",
+        action="store_true",
+        help="convolutions with heronlike's int8 requantisation epilogue for both tuners, so "
+        "that every column writes one byte per output, as PyTorch's quantised convolutions do; "
+        "other cases are skipped (CSV name: -requantize after the budget)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "out"), help="output folder")
     p.add_argument("--csv", default=None, help="the CSV to write and resume (default: by name)")
@@ -2384,7 +2443,8 @@ def _csv_path(args: argparse.Namespace, mode: Mode, out: Path) -> tuple[Path, bo
     if args.csv:
         path = Path(args.csv)
         return path, path.exists()
-    stem = output_stem(mode, budget_tag(args), time.strftime("%Y-%m-%d"))
+    budget = budget_tag(args) + ("-requantize" if getattr(args, "requantize", False) else "")
+    stem = output_stem(mode, budget, time.strftime("%Y-%m-%d"))
     if not args.fresh:
         prefix = stem.rsplit("-", 3)[0] + "-"  # without the date
         found = sorted(out.glob(prefix + "*.csv"), key=lambda q: q.stat().st_mtime)

@@ -851,3 +851,42 @@ def test_the_summary_never_overwrites_the_rows_csv() -> None:
     ):
         path = Path("out") / name
         assert suite.summary_path(path) == Path("out") / summary != path
+
+
+def test_requantized_compute_writes_int8_that_mostly_does_not_saturate() -> None:
+    from heronlike import ops
+    from heronlike.dag import ComputeDAG
+    from heronlike.reference import random_inputs, reference_outputs
+
+    compute = ops.c2d(1, 8, 8, 16, 32, 3, 3, 1, 1, 1, dtype="int8")
+    dag = ComputeDAG.from_compute(compute)
+    arrays = random_inputs(dag, np.random.default_rng(0))
+    (int32_out,) = reference_outputs(dag, arrays).values()
+    requantized, shift = suite.requantized_compute(compute, int32_out)
+    assert str(requantized[-1].dtype) == "int8" and 0 < shift < 32
+    rdag = ComputeDAG.from_compute(requantized)
+    assert rdag.flop() - dag.flop() == int32_out.size  # one epilogue operation per output
+    (out,) = reference_outputs(rdag, random_inputs(rdag, np.random.default_rng(0))).values()
+    np.testing.assert_array_equal(out, np.clip(int32_out >> shift, -128, 127).astype(np.int8))
+    # REQUANTIZE_SPREAD steps in a standard deviation: a few percent reach the clip at most
+    assert np.mean(np.abs(out.astype(int)) >= 127) < 0.05
+    assert np.std(out.astype(float)) >= suite.REQUANTIZE_SPREAD / 2
+
+
+def test_requantize_runs_the_convolutions_with_int8_outputs(tmp_path: Path) -> None:
+    # the suite as the user runs it: the convolution gets the epilogue and its output is
+    # checked against the requantised reference; a GEMM (PyTorch's _int_mm writes int32) is
+    # skipped with a row that says why; the CSV's name says --requantize
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--cases",
+           "c1d:1,32,16,16,3,1,1,1;gemm:32,32,32", "--trials", "2", "--batch", "2",
+           "--no-metaschedule", "--harness-rounds", "1", "--requantize", "--out",
+           str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (csv_path,) = tmp_path.glob("suite-*.csv")
+    assert "-requantize-" in csv_path.name
+    conv, gemm = csv.DictReader(csv_path.open())
+    assert conv["heronlike_status"] == "ok" and conv["heronlike_correct"] == "True"
+    assert conv["dtype"].endswith("requantised s8)") and "clip(C >> " in conv["epilogue"]
+    assert float(conv["gop"]) == pytest.approx(2 * 32 * 16 * 16 * 3 / 1e9)  # multiply-adds
+    assert gemm["heronlike_status"].startswith("skipped: --requantize")
