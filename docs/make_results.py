@@ -542,10 +542,11 @@ def joined_with_before(before_csv: str) -> Callable[[list[Row]], list[Row]]:
             out.append(
                 r
                 | {
-                    f"{k}_{side}": row[k]
+                    f"{k}_{side}": row.get(k)
                     for side, row in (("before", b), ("after", r))
                     for k in ("heronlike_ms", "ms_ms", "pytorch_ms", "speedup_vs_ms")
                     + ("speedup_vs_pytorch", "heronlike_pct_peak")
+                    + ("speedup_vs_pytorch_fastest_process", "peak_gops")
                 }
                 | {"heronlike_gain": b["heronlike_ms"] / r["heronlike_ms"]}
             )
@@ -1691,6 +1692,43 @@ ONE_CORE_COLUMNS = (
     Col("% of peak H / PyTorch", "{heronlike_pct_peak:.0f} / {pytorch_pct_peak:.0f}"),
     Col("peak G op/s", "{peak_gops:.0f}"),
 )
+#: ten convolutions of the Emerald Rapids table with int32 outputs and, in turn case by case,
+#: with heronlike's requantisation epilogue (int8 outputs, as PyTorch's) for both tuners
+REQUANTIZE_XEON_EMR_CSV = "suite_requantize-vnni-intel-xeon-emr-2026-12-06.csv"
+REQUANTIZE_INT32_XEON_EMR_CSV = "suite_requantize-int32-vnni-intel-xeon-emr-2026-12-06.csv"
+REQUANTIZE_CMD = (
+    "python benchmarks/suite.py --quick --no-equal-wall --cases C  (then the same with "
+    "--requantize), case by case: C3D1 T4 C3D3 C2D4 C3D5 T6 C1D5 C2D2 C1D2 C2D1"
+)
+#: ... and the three padded 3-D convolutions again with seed 1 (both tuners)
+REQUANTIZE_S1_XEON_EMR_CSV = "suite_requantize-seed1-vnni-intel-xeon-emr-2026-12-06.csv"
+REQUANTIZE_S1_INT32_XEON_EMR_CSV = "suite_requantize-seed1-int32-vnni-intel-xeon-emr-2026-12-06.csv"
+REQUANTIZE_S1_CMD = (
+    "python benchmarks/suite.py --quick --no-equal-wall --seed 1 --cases C  (then the same with "
+    "--requantize), case by case: C3D1 C3D3 C3D5"
+)
+#: int32 outputs (before) against int8 outputs (after), each run's ratios within itself
+REQUANTIZE_COLUMNS = (
+    Col("case", "{case}"),
+    Col("heronlike ms, int32 / int8 out", "{heronlike_ms_before:.3f} / {heronlike_ms_after:.3f}"),
+    Col("MS ms, int32 / int8 out", "{ms_ms_before:.3f} / {ms_ms_after:.3f}"),
+    Col("PyTorch ms (u8 out), in each run", "{pytorch_ms_before:.3f} / {pytorch_ms_after:.3f}"),
+    Col("vs MS, int32 / int8", "{speedup_vs_ms_before:.2f} / {speedup_vs_ms_after:.2f}"),
+    Col(
+        "vs PyTorch, int32 / int8",
+        "{speedup_vs_pytorch_before:.2f} / {speedup_vs_pytorch_after:.2f}",
+    ),
+    Col(
+        "vs PyTorch, fastest process, int32 / int8",
+        "{speedup_vs_pytorch_fastest_process_before:.2f} / "
+        "{speedup_vs_pytorch_fastest_process_after:.2f}",
+    ),
+    Col(
+        "% of peak heronlike, int32 / int8",
+        "{heronlike_pct_peak_before:.0f} / {heronlike_pct_peak_after:.0f}",
+    ),
+    Col("peak G op/s, int32 / int8 run", "{peak_gops_before:.0f} / {peak_gops_after:.0f}"),
+)
 #: the 13 small cases whose space SplitAxisNotInnermost changes, tuned again with it (2026-12-05)
 SUITE_SPLIT_AXIS_CSV = "suite_split_axis-vnni-amd-epyc-zen5-2026-12-05.csv"
 #: eight of the fair table's cases with every harness sample labelled by the core-to-core round
@@ -2103,6 +2141,27 @@ TABLES: dict[str, Table] = {
             ),
             C3D_CMD + "  (before: the noon table above)",
             before=FAIR_VNNI_XEON_RULE_CSV,
+        ),
+        Table(  # ... ten convolutions with int32 and with int8 (requantised) outputs
+            "suite-requantize-xeon-emr-2026-12-06",
+            (REQUANTIZE_XEON_EMR_CSV,),
+            REQUANTIZE_COLUMNS,
+            REQUANTIZE_CMD,
+            before=REQUANTIZE_INT32_XEON_EMR_CSV,
+            summary=geomean(
+                "case",
+                "geomean",
+                ("speedup_vs_pytorch_before", "speedup_vs_pytorch_after")
+                + ("speedup_vs_pytorch_fastest_process_before",)
+                + ("speedup_vs_pytorch_fastest_process_after",),
+            ),
+        ),
+        Table(  # ... the padded 3-D convolutions again, seed 1
+            "suite-requantize-seed1-xeon-emr-2026-12-06",
+            (REQUANTIZE_S1_XEON_EMR_CSV,),
+            REQUANTIZE_COLUMNS,
+            REQUANTIZE_S1_CMD,
+            before=REQUANTIZE_S1_INT32_XEON_EMR_CSV,
         ),
         Table(  # ... and on one core
             "suite-c3d-1core-xeon-emr-2026-12-06",
