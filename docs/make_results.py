@@ -1707,6 +1707,12 @@ REQUANTIZE_S1_CMD = (
     "python benchmarks/suite.py --quick --no-equal-wall --seed 1 --cases C  (then the same with "
     "--requantize), case by case: C3D1 C3D3 C3D5"
 )
+#: ... and C3D3 at two more seeds, heronlike and PyTorch only, int32 outputs
+C3D3_SEEDS_XEON_EMR_CSV = "suite_c3d3-seeds-vnni-intel-xeon-emr-2026-12-06.csv"
+C3D3_SEEDS_CMD = (
+    "python benchmarks/suite.py --quick --cases C3D3 --seed S --no-metaschedule --no-equal-wall"
+    "  (S = 2, 3)"
+)
 #: int32 outputs (before) against int8 outputs (after), each run's ratios within itself
 REQUANTIZE_COLUMNS = (
     Col("case", "{case}"),
@@ -2162,6 +2168,21 @@ TABLES: dict[str, Table] = {
             REQUANTIZE_COLUMNS,
             REQUANTIZE_S1_CMD,
             before=REQUANTIZE_S1_INT32_XEON_EMR_CSV,
+        ),
+        Table(  # ... C3D3 at seeds 2 and 3
+            "suite-c3d3-seeds-xeon-emr-2026-12-06",
+            (C3D3_SEEDS_XEON_EMR_CSV,),
+            (
+                Col("case", "{case}"),
+                Col("seed", "{seed}"),
+                Col("heronlike ms", "{heronlike_ms:.3f}"),
+                Col("PyTorch ms", "{pytorch_ms:.3f}"),
+                Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+                Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
+                Col("% of peak H / PyTorch", "{heronlike_pct_peak:.0f} / {pytorch_pct_peak:.0f}"),
+                Col("peak G op/s", "{peak_gops:.0f}"),
+            ),
+            C3D3_SEEDS_CMD,
         ),
         Table(  # ... and on one core
             "suite-c3d-1core-xeon-emr-2026-12-06",
