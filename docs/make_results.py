@@ -57,6 +57,7 @@ MINUS = "\u2212"
 KNOWN_CPUS = {
     "family 25 model 1 stepping 1": "family 25 model 1: Zen 3, AVX2, no AVX-512",
     "family 23 model 49 stepping 0": "family 23 model 49: Zen 2, AVX2, no AVX-512",
+    "family 23 model 1 stepping 2": "family 23 model 1: Zen 1, AVX2 (128-bit units), no AVX-512",
     "family 25 model 17 stepping 1": "family 25 model 17: Zen 4, AVX-512 VNNI",
     "family 26 model 2 stepping 1": "family 26 model 2: Zen 5, AVX-512 VNNI, 512-bit datapaths",
     "family 6 model 167 stepping 1": "family 6 model 167 under KVM: AVX-512 VNNI, AMX",
@@ -1817,6 +1818,17 @@ FAIR_GENERAL_GEOMEANS = both(
     geomean("case", "geomean, all rows", _FAIR_GENERAL_RATIOS),
     intrinsic_geomean(_FAIR_GENERAL_RATIOS),
 )
+#: the fair table's quick cases and the VNNI machines' lost rows on a Zen 1 without VNNI
+#: (2026-12-06, the code of the Emerald Rapids sessions: branch-free guard versions)
+FAIR_GENERAL_ZEN1_CSV = "suite_fair-general-amd-epyc-zen1-2026-12-06.csv"
+#: its geomeans: all rows, rows where both use the intrinsic, with each column's fastest
+#: process beside, the rows at 90 % of the peak and the convergence counts
+FAIR_GENERAL_ZEN1_SUMMARY = both(
+    geomean("case", "geomean, all rows", FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
+    intrinsic_geomean(FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
+    peak_counts,
+    convergence_counts,
+)
 #: the padding guards (none / outer / all / all in one version) on a Zen 5
 PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
 #: the README's summary of the fair DL Boost tables, one row per machine: its short name and
@@ -2595,6 +2607,14 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --table --quick  (before: the table below)",
             before=FAIR_GENERAL_ZEN3_DEC_CSV,
             summary=WIDEN_A_FAIR_GEOMEANS,
+        ),
+        Table(  # the quick cases and the VNNI machines' lost rows on a Zen 1 (AVX2 only)
+            "suite-fair-general-zen1-2026-12-06",
+            (FAIR_GENERAL_ZEN1_CSV,),
+            FAIR_VNNI_HARNESS_STATE_COLUMNS,
+            "python benchmarks/suite.py --quick --cases G1,G3,B1,B4,C1D1,C1D3,C1D5,C2D1,C2D6,"
+            "C3D2,C3D3,C3D5,D1,D4,T1,T4,GV5,S3",
+            summary=FAIR_GENERAL_ZEN1_SUMMARY,
         ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
             "suite-fair-general-zen2",
