@@ -67,7 +67,7 @@ def test_three_ways_keep_the_tile_and_compute_the_same() -> None:
 
 
 def test_a_given_point_is_named_by_its_knobs() -> None:
-    streaming, _ = gemv_stream.spaces(ops.gemv(64, 96), "llvm")
+    streaming, _ = gemv_stream.spaces(ops.gemv(64, 96), "dlboost")
     point = gemv_stream.given_point("S0=2,S1=1,S2=2,R0=6,R1=4,unroll=0,serial=0", streaming)
     picked = (point["y.v_i.S2"], point["y.v_k.R1"], point["y.unroll"], point["y.stream"])
     assert picked == (2, 4, 0, 0)
