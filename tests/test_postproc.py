@@ -586,8 +586,9 @@ def test_a_scan_skips_its_zero_triangle_exactly() -> None:
         (guard,) = _guards(program["main"].body)
         loops = {v.name for v in undefined_vars(guard.condition)}
         # the guard tests a reduction loop against the tile's n; on AVX2 (8 x 2 tiles) N = 16
-        # is two tiles, so the n tile loop (perhaps fused with i) may appear in it too
+        # is two tiles, so the n (j) tile loop, perhaps fused with i, may appear in it too
         assert any(name.startswith("k") for name in loops), guard.condition
+        assert all(name.startswith("k") or "j" in name for name in loops), guard.condition
         for mod in (space.apply(sample).mod, program):
             arrays = [tvm.runtime.tensor(arr, tvm.cpu()) for arr in args]
             tvm.compile(mod, target=tvm_target)["main"](*arrays)
