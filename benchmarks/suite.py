@@ -1780,6 +1780,13 @@ def run_per_case(
     return rows, path
 
 
+def _unrun(row: dict, status: str) -> dict:
+    """``row`` with ``status`` (``skipped: …`` or ``error: …``) in every column's status: the
+    case was not run by any tuner or library."""
+    row.update(heronlike_status=status, ms_status=status, pytorch_impl=status, numpy_impl=status)
+    return row
+
+
 def run_case(
     spec: str,
     args,
@@ -1835,30 +1842,24 @@ def run_case(
         "each column's fastest process's median",
     }
     if not hasattr(ops, op):
-        skip = "skipped: operator not available"
-        row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
-        return row
+        return _unrun(row, "skipped: operator not available")
     if getattr(args, "requantize", False) and op not in REQUANTIZE_OPS:
-        skip = f"skipped: --requantize covers the convolutions ({', '.join(REQUANTIZE_OPS)})"
-        row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
-        return row
+        ops_list = ", ".join(REQUANTIZE_OPS)
+        return _unrun(row, f"skipped: --requantize covers the convolutions ({ops_list})")
     try:
         compute = getattr(ops, op)(**run_params, dtype="int8")
         dag = ComputeDAG.from_compute(compute)
     except Exception as err:  # noqa: BLE001 - e.g. an extent the operator rejects
-        bad = f"error: {_short(err)}"
-        row.update(heronlike_status=bad, ms_status=bad, pytorch_impl=bad, numpy_impl=bad)
-        return row
+        return _unrun(row, f"error: {_short(err)}")
     flop = dag.flop()
     row["gop"] = flop / 1e9
     limit = args.max_gop_per_core * tgt.cores
     if args.size_guard and row["gop"] > limit:
-        skip = (
+        return _unrun(
+            row,
             f"skipped: too large for a {tgt.cores}-core run ({row['gop']:.0f} GOP > "
-            f"{limit:.0f}; --full runs it)"
+            f"{limit:.0f}; --full runs it)",
         )
-        row.update(heronlike_status=skip, ms_status=skip, pytorch_impl=skip, numpy_impl=skip)
-        return row
     case_dir = work_root / _dirname(name)
     shutil.rmtree(case_dir, ignore_errors=True)  # a case killed before starts over
     (case_dir / "heronlike").mkdir(parents=True)
