@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="harness rounds of the side-by-side")
     a = p.parse_args(argv)
     a.baseline_prior = None  # tune_arm's: both arms rank their first round by the target's prior
+    a.model_alone = False  # and rank later rounds by the model with the prior as its margin
     a.round_trip_ref = suite.lowest_round_trip([])  # the near state's round trip, for the labels
     rows, path = suite.run_per_case(a, one_case, "target_options")
     if path is None:

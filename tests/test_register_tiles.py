@@ -93,3 +93,17 @@ def test_accumulators_of_sampled_programs() -> None:
     space = generate_space(ops.gemm(64, 256, 64, dtype="int8"), TARGET)
     for point in RandSAT(space.csp, seed=1).sample(6):
         assert target_options.accumulators(point) == point["C.v_i.S2"] * point["C.v_j.S2"]
+
+
+def test_target_options_runs_both_arms_end_to_end(tmp_path: Path) -> None:
+    """The benchmark as a user runs it, at the smallest budget: both arms tuned, timed side by
+    side and written to one CSV row per seed (it once failed before its first tune)."""
+    import csv
+
+    argv = ["--cases", "gemm:16,32,32", "--trials", "2", "--batch", "2", "--seeds", "1",
+            "--rounds", "1", "--options=-all-guards=1", "--out", str(tmp_path)]  # fmt: skip
+    assert target_options.main(argv) == 0
+    (path,) = tmp_path.glob("target_options-*.csv")
+    (row,) = csv.DictReader(path.open())
+    assert float(row["option_final_ms"]) > 0 and float(row["base_final_ms"]) > 0
+    assert row["options"] == "-all-guards=1"
