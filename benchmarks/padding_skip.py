@@ -9,9 +9,11 @@ one loop nest), whatever the tune picked. The four are timed by the suite's harn
 (``suite.time_tvm_kernels``: a fresh process, each output checked against the reference, 3
 warm-up calls, the median of 15 samples of at least 10 ms), in interleaved rounds (the order
 rotated), the median over the rounds. Per row: ``zero_share`` (share of the padded input
-that is padding), ``knob`` (whether ``all`` was offered to the search), the place the tune
-picked, the four latencies and ``outer_speedup`` / ``all_speedup`` /
-``all_one_version_speedup`` against ``none``.
+that is padding), ``knob`` (whether the space has the ``skip_padding`` knob: since
+2026-12-06 a finish knob, which the tune settles by measuring its two fastest candidates with
+``all`` guards; before, a knob of the search), the place the tune picked, the four
+latencies and ``outer_speedup`` / ``all_speedup`` / ``all_one_version_speedup`` against
+``none``.
 
     python benchmarks/padding_skip.py                       # the 10 padded cases
     python benchmarks/padding_skip.py --cases C3D5 --trials 8

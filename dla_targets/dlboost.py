@@ -522,10 +522,10 @@ class DLBoostTarget(DLATarget):
 
     @property
     def all_guards_min_share(self) -> float:
-        """The share of zeros in a convolution's padded input from which the search may also
-        guard the padding taps inside the register tile (the ``<stage>.skip_padding`` knob,
-        :mod:`heronlike.rules.skip_padding`): ``-all-guards=<share>`` (0 to 1; 0: on every
-        padded convolution), default
+        """The share of zeros in a convolution's padded input from which a tune also measures
+        its best candidates with the padding taps guarded inside the register tile (the
+        ``<stage>.skip_padding`` finish knob, :mod:`heronlike.rules.skip_padding`):
+        ``-all-guards=<share>`` (0 to 1; 0: on every padded convolution), default
         :data:`~heronlike.rules.skip_padding.ALL_GUARDS_MIN_ZERO_SHARE`.
 
         Raises:

@@ -461,6 +461,30 @@ def guards_by_case(raw: list[Row]) -> list[Row]:
     return out
 
 
+def variants_by_case(raw: list[Row]) -> list[Row]:
+    """target_options-*.csv of an ``-all-guards=1`` run (the option arm guards ``outer``
+    only, the base arm settles the guards by variant trials): :func:`guards_by_case` with the
+    arms the other way round, "on" the variant trials (the base) and "off" the option, each
+    row's ratios inverted to on vs off."""
+    swapped = []
+    for r in raw:
+        row = {k.replace("option_", "_x_").replace("base_", "option_"): v for k, v in r.items()}
+        row = {k.replace("_x_", "base_"): v for k, v in row.items()}
+        for key in ("speedup", "first_round_speedup"):
+            row[key] = 1 / r[key] if r[key] else r[key]
+        swapped.append(row)
+    return guards_by_case(swapped)
+
+
+VARIANT_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("final ms, variant trials / outer only (median)", "{on_final_ms:.3f} / {off_final_ms:.3f}"),
+    Col("final kernel, variant trials vs outer only", "{speedup:.3f}"),
+    Col("tunes faster with variant trials", "{better} of {seeds}"),
+    Col("picks with all guards", "{on_all} of {seeds}"),
+)
+
 #: the latency-hiding count of ``vpdpbusd`` accumulators on an Intel core (5 cycles × 2 a cycle)
 FEW_ACCUMULATORS = 10
 
@@ -2355,6 +2379,14 @@ TABLES: dict[str, Table] = {
             "--cases C3D3,C3D1,C2D5,D5,T5",
             rows=guards_by_case,
         ),
+        Table(  # the guard place settled by variant trials against outer guards only, in tunes
+            "target-options-variant-trials-zen1",
+            ("target_options_variants-amd-epyc-f23m1-2026-12-06.csv",),
+            VARIANT_COLUMNS,
+            "python benchmarks/target_options.py --options=-all-guards=1 "
+            "--cases C3D3,C2D5,C3D1,D5,T5",
+            rows=variants_by_case,
+        ),
         Table(  # one GEMM schedule, register tiles of 1 to 16 accumulators
             "register-tiles",
             ("register_tiles-[!1]*.csv", "register_tiles-1core-*.csv"),
@@ -2615,6 +2647,12 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases G1,G3,B1,B4,C1D1,C1D3,C1D5,C2D1,C2D6,"
             "C3D2,C3D3,C3D5,D1,D4,T1,T4,GV5,S3",
             summary=FAIR_GENERAL_ZEN1_SUMMARY,
+        ),
+        Table(  # the Zen 1's padded 3-D convolutions again, with variant trials
+            "suite-fair-general-variants-zen1-2026-12-06",
+            ("suite_fair-general-variants-amd-epyc-zen1-2026-12-06.csv",),
+            FAIR_VNNI_HARNESS_STATE_COLUMNS,
+            "python benchmarks/suite.py --quick --cases C3D3,C3D5",
         ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
             "suite-fair-general-zen2",

@@ -40,6 +40,12 @@ class Var:
     ``"categorical"`` unordered alternatives (an unroll depth, a scope); ``"perm:<group>"`` one
     position of a loop order, the knobs of one group together holding a permutation of
     ``1 .. n`` (:meth:`CSP.perm_groups`).
+
+    ``finish`` marks a knob that is not searched but settled at the end of a tune: explorers
+    see it held at ``lo`` (:meth:`CSP.search`), and the session measures the best candidates
+    with its other values (variant trials, :class:`heronlike.session.TuneSession`). For a choice
+    that changes a program's speed without changing which tiles are good (where padding guards
+    go), so that the search does not spend trials on a space twice the size.
     """
 
     name: str
@@ -48,9 +54,10 @@ class Var:
     knob: bool = False
     doc: str = ""
     topology: str = ""
+    finish: bool = False
 
     def __str__(self) -> str:
-        kind = "knob" if self.knob else "var"
+        kind = ("finish knob" if self.finish else "knob") if self.knob else "var"
         note = f"  # {self.doc}" if self.doc else ""
         return f"{kind} {self.name} in [{self.lo}, {self.hi}]{note}"
 
@@ -228,14 +235,21 @@ class CSP:
         knob: bool = False,
         doc: str = "",
         topology: str = "",
+        finish: bool = False,
     ) -> str:
         """Declare the integer variable ``name`` in ``[lo, hi]`` and return its name
-        (``topology``: see :class:`Var`)."""
+        (``topology``, ``finish``: see :class:`Var`).
+
+        Raises:
+            ValueError: a duplicate name, an empty range, or ``finish`` on a non-knob.
+        """
         if name in self.vars:
             raise ValueError(f"duplicate CSP variable {name!r}")
         if lo > hi:
             raise ValueError(f"empty range [{lo}, {hi}] for CSP variable {name!r}")
-        self.vars[name] = Var(name, int(lo), int(hi), knob, doc, topology)
+        if finish and not knob:
+            raise ValueError(f"CSP variable {name!r}: only a knob can be settled at the finish")
+        self.vars[name] = Var(name, int(lo), int(hi), knob, doc, topology, finish)
         return name
 
     def add(self, constraint: Constraint) -> Constraint:
@@ -261,6 +275,19 @@ class CSP:
     def knobs(self) -> list[str]:
         """Names of the tunable variables, in creation order."""
         return [v.name for v in self.vars.values() if v.knob]
+
+    @property
+    def finish_knobs(self) -> list[str]:
+        """Knobs settled at the end of a tune rather than searched (``finish=True``, see
+        :class:`Var`), in creation order."""
+        return [v.name for v in self.vars.values() if v.knob and v.finish]
+
+    def search(self) -> CSP:
+        """The CSP explorers search: this one with every :attr:`finish_knobs` held at its
+        ``lo`` (an IN constraint of one value, so that samplers draw only it and mutations
+        see one candidate); this very CSP when it has none."""
+        pinned = [In(k, (self.vars[k].lo,)) for k in self.finish_knobs]
+        return self.extend(pinned) if pinned else self
 
     @property
     def perm_groups(self) -> tuple[tuple[str, ...], ...]:

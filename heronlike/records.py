@@ -160,7 +160,9 @@ class TrialRecord:
         trial_index: 0-based index of this trial in the (workload, target) history.
         created_at: unix time the trial was recorded; :meth:`Records.add` fills it when 0.
         info: what the runner reported beside the latency (JSON-ready; e.g. a simulator's
-            cycles, per-engine busy and stall cycles, DMA bytes); empty when it reported
+            cycles, per-engine busy and stall cycles, DMA bytes), and ``variant_of``: for a
+            variant trial (a finish knob's other value, :meth:`TuningSession.round
+            <heronlike.session.TuningSession.round>`) the trial it varies; empty when there is
             nothing. Stored as ``info_json`` (NULL when empty).
     """
 

@@ -65,6 +65,14 @@ __all__ = [
 
 DEFAULT_RECORDS = Path("heronlike_runs") / "records.sqlite"
 
+VARIANT_TRIALS = 2
+"""At most this many trials of a budget are variant trials where a space has finish knobs
+(:meth:`TuningSession.round`): the two fastest candidates, each with its other padding guards."""
+
+TRIALS_PER_VARIANT = 8
+"""One variant trial per this many trials of the budget (none below it): a budget of 8 keeps
+one, of 16 or more two."""
+
 
 @dataclass(frozen=True)
 class EvaluatorConfig:
@@ -358,6 +366,12 @@ class TuningSession:
         self.space = space = generate_space(compute, target)
         tgt = space.target
         self.simulated = simulate is not None
+        #: trials of the budget kept for the finish knobs' variant trials (:meth:`round`)
+        self.variant_trials = (
+            0
+            if simulate is not None or trials is None or not space.csp.finish_knobs
+            else min(VARIANT_TRIALS, trials // TRIALS_PER_VARIANT)
+        )
         self.tvm_target = tgt.tvm_target() if simulate is None else {}
         measure_with: Runner | None = None
         if simulate is None:
@@ -517,6 +531,13 @@ class TuningSession:
     def round(self) -> int:
         """Propose, measure and commit one batch; the explorer then observes it.
 
+        The last :attr:`variant_trials` trials of a trial budget are variant trials where the
+        space has finish knobs (:attr:`heronlike.csp.CSP.finish_knobs`, e.g. where padding
+        guards go): the fastest distinct candidates measured so far, each with a finish knob
+        set to another of its values (:meth:`_variants`), measured and recorded as trials
+        like the explorer's, so that the finish's re-measure picks among both. (A tune that
+        stops on its time budget first, or has no trial budget, makes none.)
+
         Returns:
             The trials measured (0 when :attr:`finished`, or when the explorer has nothing left
             to propose; the session is then finished).
@@ -528,9 +549,21 @@ class TuningSession:
                 self._pending_others, self.sampler, self.explorer, self.flop
             )
             self._pending_others = []
-        n = int(min(self.batch_size, self.max_trials - self.done))
+        left = self.max_trials - self.done
+        # the explorer's share of the budget the tune was given (a scheduler that raises
+        # max_trials round by round gives a budget too large to reach it: no variant trials)
+        searched = (self.trials_requested or 0) - self.variant_trials - self.done
+        if self.variant_trials and searched > 0:
+            left = min(left, searched)
+        variants = []
+        if self.variant_trials and searched <= 0:
+            variants = self._variants(int(min(self.batch_size, left)))
         t0, solve0 = time.perf_counter(), self.sampler.stats.solve_seconds
-        proposals = self.explorer.propose(n, exclude=self.measured)
+        if variants:
+            proposals, of = [a for a, _ in variants], [i for _, i in variants]
+        else:  # the search's batch (also once no variant is left to measure)
+            n = int(min(self.batch_size, left))
+            proposals, of = self.explorer.propose(n, exclude=self.measured), []
         solve_s = self.sampler.stats.solve_seconds - solve0
         explore_s = time.perf_counter() - t0 + self._carry_explore_s
         if not proposals:
@@ -540,7 +573,8 @@ class TuningSession:
         recorded: list[TrialRecord | None] = [None] * len(proposals)
 
         def commit(i: int, m: Measurement) -> None:
-            recorded[i] = self._commit(proposals[i], m, share)
+            note = {"variant_of": of[i]} if of else None
+            recorded[i] = self._commit(proposals[i], m, share, note)
 
         self.measurer.measure(proposals, on_result=commit)
         self.times["explore"] += explore_s - solve_s
@@ -557,10 +591,41 @@ class TuningSession:
         self.curve.append((self.done, self.elapsed(), best))
         return len(proposals)
 
+    def _variants(self, n: int) -> list[tuple[dict[str, int], int]]:
+        """Up to ``n`` variant trials to measure, as ``(assignment, trial index it varies)``:
+        each of the :attr:`variant_trials` fastest distinct candidates of this version
+        recorded so far, with one finish knob set to another of its candidates, where that
+        point is valid and not measured yet; the fastest candidate's first."""
+        space, csp = self.space, self.space.csp
+        top = self.db.top(
+            self.workload_key,
+            self.target_key,
+            self.variant_trials,
+            where=lambda r: (
+                r.trial_index not in self._foreign_index and not space.misfits(r.assignment)
+            ),
+        )
+        out: list[tuple[dict[str, int], int]] = []
+        seen = set(self.measured)
+        for rec in _split_misfits(space, top)[0]:
+            for knob in csp.finish_knobs:
+                for value in csp.candidates(knob):
+                    point = {**rec.assignment, knob: value}
+                    key = self.sampler.key(point)
+                    if len(out) < n and key not in seen and not csp.violations(point):
+                        seen.add(key)
+                        out.append((point, rec.trial_index))
+        return out
+
     def _commit(
-        self, assignment: Mapping[str, int], m: Measurement, share: tuple[float, float]
+        self,
+        assignment: Mapping[str, int],
+        m: Measurement,
+        share: tuple[float, float],
+        note: Mapping[str, Any] | None = None,
     ) -> TrialRecord:
-        """Record one trial now (committed before returning) and count it."""
+        """Record one trial now (committed before returning) and count it (``note``: more
+        of its ``info``, e.g. the trial a variant trial varies)."""
         rec = self.db.append(
             TrialRecord(
                 workload_key=self.workload_key,
@@ -576,7 +641,7 @@ class TuningSession:
                 seed=self.seed,
                 explorer=self.explorer.name,
                 trial_index=-1,  # the next free index, allocated by append
-                info=dict(m.info or {}),
+                info={**(m.info or {}), **(note or {})},
             ),
             self.run_id,
         )

@@ -11,9 +11,14 @@ as a knob from 20 % of padding instead of 50 %, it made 16-trial tunes 0.93× sl
 the search spending trials on a space twice the size (Zen 5, int8; docs/results.md, "Skipping
 the padding taps"). As branch-free versions per way a tile reads the padding (2026-12-06),
 ``all`` ran 0.74–1.26× of ``outer`` on 14 picks of an Emerald Rapids Xeon: 1.23× on C3D5,
-below 1 on the 56 × 56 convolutions. So ``all`` is a knob (``<stage>.skip_padding``) only
-where it has much to skip: where at least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded
-operand is padding (a depth-2 3-D convolution: 62 %); elsewhere the guards are ``outer``.
+below 1 on the 56 × 56 convolutions: which place is faster depends on the schedule and the
+machine, not on the share of padding alone. So since 2026-12-06 the place is a *finish* knob
+(``<stage>.skip_padding``, :attr:`heronlike.csp.Var.finish`), settled by measurement rather than
+searched: the explorers search with ``outer`` guards, and the session spends the last two
+trials of the budget on the two fastest candidates with ``all`` guards (variant trials), so
+the finish picks between both without a search space twice the size. It is a knob where at
+least :data:`ALL_GUARDS_MIN_ZERO_SHARE` of the padded operand is padding; elsewhere the guards
+are ``outer``.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from heronlike.template import Choice, Sym
 
 from .base import RuleContext
 
-ALL_GUARDS_MIN_ZERO_SHARE = 0.5
-"""The share of zeros in a padded operand from which ``all`` guards are a choice (a target may
-set its own: ``dlboost -all-guards=<share>``, read as ``target.all_guards_min_share``)."""
+ALL_GUARDS_MIN_ZERO_SHARE = 0.2
+"""The share of zeros in a padded operand from which ``all`` guards are a choice, settled at
+the finish (a target may set its own: ``dlboost -all-guards=<share>``, read as
+``target.all_guards_min_share``). Below it (a 56 × 56 convolution's 7 %, T3's 13 %, a 1-D
+one's 1 %) ``all`` guards gained at most 6 % over ``outer`` ones in 15 measured picks of
+three machines: not worth two trials of a small budget."""
 
 
 def skip_padding(ctx: RuleContext, stage: str, block: Sym, operands: tuple[str, ...]) -> None:
@@ -47,6 +55,7 @@ def skip_padding(ctx: RuleContext, stage: str, block: Sym, operands: tuple[str, 
         0,
         len(GUARD_PLACES) - 1,
         knob=True,
+        finish=True,
         doc=f"where the zero-padding reads are skipped: {doc}",
     )
     values = tuple(f"{p}:{buffers}" for p in GUARD_PLACES)

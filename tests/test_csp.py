@@ -107,6 +107,28 @@ def test_extend_leaves_original_untouched() -> None:
     assert "extra" not in csp.vars
 
 
+def test_finish_knobs_are_held_at_their_first_value_in_the_search_csp() -> None:
+    """A finish knob is a knob of the CSP (records and programs name it), but the CSP the
+    explorers search holds it at ``lo``: samples and candidates give only that value, and a
+    point with another value stays valid in the full CSP."""
+    from heronlike.sampler import RandSAT
+
+    csp = _small()
+    g = csp.var("g", 0, 1, knob=True, finish=True, doc="guards")
+    assert csp.knobs == ["x", "y", "g"] and csp.finish_knobs == ["g"]
+    assert str(csp.vars[g]) == "finish knob g in [0, 1]  # guards"
+    search = csp.search()
+    assert search.candidates(g) == (0,) and csp.candidates(g) == (0, 1)
+    samples = RandSAT(search, seed=0).sample(20)
+    assert samples and {a[g] for a in samples} == {0}
+    assert csp.violations({**samples[0], g: 1}) == []
+    assert search.violations({**samples[0], g: 1})
+    plain = _small()
+    assert not plain.finish_knobs and plain.search() is plain  # nothing to hold
+    with pytest.raises(ValueError, match="only a knob"):
+        csp.var("h", 0, 1, finish=True)
+
+
 def test_csp_text() -> None:
     text = str(_small()).splitlines()
     assert text[0] == "# CSP: 3 variables (2 knobs), 2 constraints"

@@ -69,3 +69,43 @@ def test_a_shared_runner_passes_the_finish_timing_policy_on() -> None:
     shared.repeat, shared.number = 20, 10
     assert (inner.repeat, inner.number) == (20, 10)
     assert (shared.repeat, shared.number) == (20, 10)
+
+
+@pytest.mark.parametrize("explorer", ["cga", "random"])
+def test_variant_trials_settle_the_finish_knob(tmp_path: Path, explorer: str) -> None:
+    """A padded convolution's guard place is a finish knob: the search measures only
+    ``outer`` guards, the budget's last trial is the fastest candidate with ``all`` guards
+    (recorded like any trial, naming the trial it varies), and a resumed tune with a larger
+    budget searches on from both (the explorer shown a point its search CSP holds out)."""
+    from heronlike.target import get_target
+
+    if not get_target("llvm").intrinsics:
+        pytest.skip("this CPU has no int8 dot-product intrinsic (AVX2 or later)")
+    records = tmp_path / "r.sqlite"
+    conv = ops.c2d(1, 8, 8, 8, 16, 3, 3, pad=1, dtype="int8")  # 36 % of the input is padding
+    knob = "Y.skip_padding"
+    r = tune(conv, TARGET, trials=8, batch_size=4, explorer=explorer, records=records)
+    assert r.space.csp.finish_knobs == [knob] and r.trials_run == 8 and r.correct
+    with Records(records) as db:
+        trials = sorted(db.trials(r.workload_key, r.target_key), key=lambda t: t.trial_index)
+    assert len(trials) == 8
+    *searched, variant = trials
+    assert {t.assignment[knob] for t in searched} == {0}, "the search holds the guards outer"
+    best = min((t for t in searched if t.ok), key=lambda t: (t.latency_s, t.trial_index))
+    assert variant.info["variant_of"] == best.trial_index
+    assert variant.assignment == {**best.assignment, knob: 1}
+    assert variant.ok, "the variant is built, run and checked like any trial"
+    assert any(f.trial_index == variant.trial_index for f in r.finalists)
+
+    again = tune(conv, TARGET, trials=16, batch_size=4, explorer=explorer, records=records)
+    assert again.trials_run == 8 and again.correct
+    with Records(records) as db:
+        trials = sorted(db.trials(r.workload_key, r.target_key), key=lambda t: t.trial_index)
+    keys = [tuple(sorted(t.assignment.items())) for t in trials]
+    assert len(trials) == 16 and len(set(keys)) == 16, "no point measured twice"
+    by_index = {t.trial_index: t for t in trials}
+    variants = [t for t in trials if "variant_of" in t.info]
+    assert len([t for t in variants if t.trial_index >= 8]) <= 2  # this budget's two at most
+    for t in variants:  # each the point it varies with the knob's other value
+        assert t.assignment == {**by_index[t.info["variant_of"]].assignment, knob: 1}
+    assert all(t.assignment[knob] == 0 for t in trials if "variant_of" not in t.info)

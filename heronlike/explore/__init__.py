@@ -126,10 +126,11 @@ def search_for(
     prior: bool | LinearPrior = True,
 ) -> tuple[RandSAT, Explorer]:
     """The sampler and explorer a tune of ``space`` (a :class:`heronlike.space.Space`) with
-    ``seed`` uses: RandSAT seeded from ``numpy.random.default_rng(seed)``, the explorer given
-    that generator, ``cost_model`` and the schedule features of ``space`` and, with ``prior``,
-    the target's schedule prior (:meth:`heronlike.target.DLATarget.prior`; a
-    :class:`~heronlike.prior.LinearPrior` given instead is used as it is), which ranks the
+    ``seed`` uses, both on the space's search CSP (:meth:`heronlike.csp.CSP.search`: its
+    finish knobs held at one value): RandSAT seeded from ``numpy.random.default_rng(seed)``,
+    the explorer given that generator, ``cost_model`` and the schedule features of ``space``
+    and, with ``prior``, the target's schedule prior (:meth:`heronlike.target.DLATarget.prior`;
+    a :class:`~heronlike.prior.LinearPrior` given instead is used as it is), which ranks the
     untrained first round. The default ``cost_model`` is XGBoost seeded with ``seed``, with the
     prior as its base margin where there is one
     (:class:`~heronlike.cost_model.PriorMarginCostModel`; pass ``XGBCostModel(seed=seed)`` for
@@ -149,7 +150,8 @@ def search_for(
     check_prior_choice(prior)
 
     rng = np.random.default_rng(seed)
-    sampler = RandSAT(space.csp, seed=int(rng.integers(2**31 - 1)))
+    csp = space.csp.search()  # finish knobs held at one value: settled by the session, not searched
+    sampler = RandSAT(csp, seed=int(rng.integers(2**31 - 1)))
     featurizer = ScheduleFeatures(space)
     chosen = prior if not isinstance(prior, bool) else space.target.prior() if prior else None
     model = cost_model
@@ -159,7 +161,7 @@ def search_for(
             model = PriorMarginCostModel(chosen, featurizer.names, model)
     found = make_explorer(
         explorer,
-        space.csp,
+        csp,
         sampler,
         model,
         rng,
