@@ -552,11 +552,11 @@ class TuningSession:
         left = self.max_trials - self.done
         # the explorer's share of the budget the tune was given (a scheduler that raises
         # max_trials round by round gives a budget too large to reach it: no variant trials)
-        searched = (self.trials_requested or 0) - self.variant_trials - self.done
-        if self.variant_trials and searched > 0:
-            left = min(left, searched)
+        search_left = (self.trials_requested or 0) - self.variant_trials - self.done
+        if self.variant_trials and search_left > 0:
+            left = min(left, search_left)
         variants = []
-        if self.variant_trials and searched <= 0:
+        if self.variant_trials and search_left <= 0:
             variants = self._variants(int(min(self.batch_size, left)))
         t0, solve0 = time.perf_counter(), self.sampler.stats.solve_seconds
         if variants:

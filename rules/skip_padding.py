@@ -32,8 +32,8 @@ ALL_GUARDS_MIN_ZERO_SHARE = 0.2
 """The share of zeros in a padded operand from which ``all`` guards are a choice, settled at
 the finish (a target may set its own: ``dlboost -all-guards=<share>``, read as
 ``target.all_guards_min_share``). Below it (a 56 × 56 convolution's 7 %, T3's 13 %, a 1-D
-one's 1 %) ``all`` guards gained at most 6 % over ``outer`` ones in 15 measured picks of
-three machines: not worth two trials of a small budget."""
+one's 1 %) ``all`` guards gained at most 6 % over ``outer`` ones in 10 measured picks on two
+machines: not worth two trials of a small budget."""
 
 
 def skip_padding(ctx: RuleContext, stage: str, block: Sym, operands: tuple[str, ...]) -> None:
