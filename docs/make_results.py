@@ -428,11 +428,16 @@ PRIOR_MARGIN_REPLAY_COLUMNS = (
 )
 
 
-def _option_arms(raw: list[Row]) -> tuple[list[Row], dict[str, list[Row]], list[Row]]:
-    """target_options-*.csv rows with the option's arm renamed "on" and the plain target's
-    "off": (:func:`prior_by_case` of them, their rows by case, all of them renamed)."""
+def _option_arms(
+    raw: list[Row], on: str = "option"
+) -> tuple[list[Row], dict[str, list[Row]], list[Row]]:
+    """target_options-*.csv rows with the arm ``on`` (``"option"`` or ``"base"``, the plain
+    target) renamed "on" and the other "off": (:func:`prior_by_case` of them, their rows by
+    case, all of them renamed)."""
+    off = "base" if on == "option" else "option"
     renamed = [
-        {k.replace("option_", "on_").replace("base_", "off_"): v for k, v in r.items()} for r in raw
+        {k.replace(f"{on}_", "on_").replace(f"{off}_", "off_"): v for k, v in r.items()}
+        for r in raw
     ]
     cases = {head["case"]: rs for head, rs in _by_case(renamed)}
     return prior_by_case(renamed), cases, renamed
@@ -450,11 +455,11 @@ def options_by_case(raw: list[Row]) -> list[Row]:
     return out
 
 
-def guards_by_case(raw: list[Row]) -> list[Row]:
-    """target_options-*.csv of an ``-all-guards`` run: :func:`prior_by_case` with the option's
-    arm as "on", plus how many of its picks guard the padding taps inside the register tile
-    (``option_guards`` is ``all``)."""
-    out, cases, renamed = _option_arms(raw)
+def guards_by_case(raw: list[Row], on: str = "option") -> list[Row]:
+    """target_options-*.csv of an ``-all-guards`` run: :func:`prior_by_case` with the arm
+    ``on`` (the option's, by default) as "on", plus how many of its picks guard the padding
+    taps inside the register tile (its ``*_guards`` is ``all``)."""
+    out, cases, renamed = _option_arms(raw, on)
     for row in out:
         rs = cases.get(row["case"], renamed)  # the summary row: every tune
         row["on_all"] = sum(str(r.get("on_guards", "")) == "all" for r in rs)
@@ -466,14 +471,9 @@ def variants_by_case(raw: list[Row]) -> list[Row]:
     only, the base arm settles the guards by variant trials): :func:`guards_by_case` with the
     arms the other way round, "on" the variant trials (the base) and "off" the option, each
     row's ratios inverted to on vs off."""
-    swapped = []
-    for r in raw:
-        row = {k.replace("option_", "_x_").replace("base_", "option_"): v for k, v in r.items()}
-        row = {k.replace("_x_", "base_"): v for k, v in row.items()}
-        for key in ("speedup", "first_round_speedup"):
-            row[key] = 1 / r[key] if r[key] else r[key]
-        swapped.append(row)
-    return guards_by_case(swapped)
+    ratios = ("speedup", "first_round_speedup")
+    inverted = [r | {k: 1 / r[k] if r[k] else r[k] for k in ratios} for r in raw]
+    return guards_by_case(inverted, on="base")
 
 
 VARIANT_COLUMNS = (
