@@ -23,6 +23,9 @@ Features of one assignment, per tiled stage ``s`` and per tiling level ``L`` (``
 ``s.tile.loads``               ``1/V + 1/P``: vector loads per innermost body instance of the
                                register tile (the innermost spatial level: ``V`` its extent along
                                the output's last axis, ``P`` along the others)
+``s.padding.skipped``          ``log2(all / executed)`` body instances, where the padding guards
+                               (:mod:`heronlike.postproc`) skip those whose reads lie in a
+                               zero padding (:func:`_padding_skipped`); 0 when none are skipped
 ``parallel.extent``            product of the extents of every parallel loop
 ``parallel.balance``           ``extent / (ceil(extent / cores) * cores)``: 1.0 when it divides
 ``<var>.fill``                 ``var / capacity`` for every ``LE var <= capacity`` of the CSP
@@ -36,6 +39,7 @@ Counts and extents enter as ``log2(x + 1)``; ratios (``balance``, ``fill``) as t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -104,6 +108,7 @@ class ScheduleFeatures:
             stage = space.dag.stage(stage_name)
             derived += _level_features(stage, list(nest))
             derived += _tile_loads(stage, list(nest))
+            derived += _padding_skipped(space, stage, list(nest), annotated)
             vector = [lp.extent for lp in nest if annotated.get(lp.sym) == "vectorize"]
             vector += [lanes for _, lanes in annotated.get(("block", stage_name), [])]
             if vector:
@@ -234,6 +239,193 @@ def _tile_loads(stage: Any, nest: list[Any]) -> list[Feature]:
     points = [lp.extent for lp in loops if last not in lp.axis.split("+")]
     v, p = _product_fn(vector, log=False), _product_fn(points, log=False)
     return [(f"{stage.name}.tile.loads", lambda values: 1.0 / v(values) + 1.0 / p(values))]
+
+
+#: grid points (products of the axis extents of one padded dimension's conditions) above which
+#: :func:`_padding_skipped` leaves a dimension out (counted as skipping nothing), as it leaves
+#: out one whose axes a relaxed loop fuses with others
+MAX_PADDING_GRID = 1 << 16
+
+
+def _padding_skipped(space: Space, stage: Any, nest: list[Any], annotated: dict) -> list[Feature]:
+    """``s.padding.skipped``: ``log2`` of the stage's body instances over those the padding
+    guards of :mod:`heronlike.postproc` let run, for a stage the rules annotated to skip the
+    zero reads of a padding stage (:data:`~heronlike.postproc.SKIP_ZERO_READS`; its guard place
+    fixed or a knob). A 3 × 3 × 3 convolution over a depth of 2 padded by 1 skips a third of
+    its taps when its depth and depth-tap loops lie outside the unrolled register tile: 0.58;
+    with the depth inside the tile, none of them (the guard must hold for some row of it).
+
+    Each conjunct ``lo <= e`` / ``e < hi`` of the padding condition (``e``: the stage's read
+    index, affine in its axes) is tested, as the postprocessing does, for every value of the
+    loops it can sit inside and *some* value of the loops it cannot: vector lanes and the
+    intrinsic's own loops, and with ``outer`` guards the unrolled loops (a conjunct that would
+    sit under an unrolled loop is left out there). Each axis's relaxed loops are its
+    innermost, so an axis value ``x`` is tested at ``x - x % E`` (``E``: their product) with
+    ``e`` widened by the relaxed range. Conjuncts over common axes are counted on their
+    joint grid, the others multiply. With ``all`` guards (row versions) nothing is relaxed
+    but lanes and the intrinsic. Latency of a compute-bound stage scales with what runs, so a
+    prior weighs this ``ln 2`` per unit (:mod:`heronlike.prior`). No feature when nothing is
+    annotated or no conjunct is a comparison of one padded index with a constant."""
+    from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, zero_padding
+    from heronlike.template import Choice
+
+    places: Any = None
+    for step in space.template.steps:
+        if step.op != "annotate" or len(step.args) != 3 or step.args[1] != SKIP_ZERO_READS:
+            continue
+        block = getattr(step.args[0], "name", "")
+        if block.removeprefix("b_").split(".", 1)[0] == stage.name:
+            places = step.args[2]
+    if places is None:
+        return []
+    if isinstance(places, Choice):
+        knob, options = places.index, [str(o) for o in places.options]
+    else:
+        knob, options = None, [str(places)]
+    parsed = [(o.split(":", 1)[0], o.split(":", 1)[1].split(",")) for o in options]
+    buffers = {b for _, bs in parsed for b in bs}
+    conjuncts: list[tuple[dict[str, int], int, int | None, int | None]] = []
+    for buf in sorted(buffers):
+        found = zero_padding(space.dag.func, buf)
+        reads = [r for r in stage.reads if r.buffer == buf]
+        if found is None or len(reads) != 1 or len(reads[0].index) != len(found[0]):
+            continue
+        pad_vars, condition = found
+        for part in _and_terms(condition):
+            bound = _var_bound(part, pad_vars)
+            idx = None if bound is None else reads[0].index[bound[0]]
+            if idx is not None:
+                conjuncts.append((dict(idx.terms), idx.const, bound[1], bound[2]))
+    if not conjuncts:
+        return []
+    extents = {a.name: int(a.extent) for a in stage.axes}
+    first_unrolled = next(
+        (i for i, lp in enumerate(nest) if annotated.get(lp.sym) == "unroll"), len(nest)
+    )
+
+    def relaxed(i: int, lp: Any, place: str) -> bool:
+        return (
+            lp.level == "T"
+            or annotated.get(lp.sym) == "vectorize"
+            or (place == "outer" and i >= first_unrolled)
+        )
+
+    place_names = [p for p, _ in parsed]
+    if any(p not in GUARD_PLACES for p in place_names):
+        return []
+
+    def countable(group: list[Any]) -> bool:  # no fused loop among the relaxed ones
+        axes = {a for c in group for a in c[0]}
+        return math.prod(extents[a] for a in axes) <= MAX_PADDING_GRID and not any(
+            "+" in lp.axis and axes & set(lp.axis.split("+")) and relaxed(i, lp, p)
+            for i, lp in enumerate(nest)
+            for p in place_names
+        )
+
+    groups = [g for g in _joint_groups(conjuncts) if countable(g)]
+    if not groups:
+        return []
+
+    def fn(values: Values) -> np.ndarray:
+        n = len(values(0))
+        place_at = values(knob).astype(int) if knob is not None else np.zeros(n, dtype=int)
+        skipped = np.zeros(n)
+        for group in groups:
+            axes = sorted({a for c in group for a in c[0]})
+            columns = []
+            for a in axes:  # per axis: product of its relaxed loops, per place
+                for p in place_names:
+                    e = values(1)
+                    late = values(0)  # a loop it cannot sit in nor relax: no guard
+                    for i, lp in enumerate(nest):
+                        if a not in lp.axis.split("+"):
+                            continue
+                        if relaxed(i, lp, p):
+                            e = e * values(lp.extent)
+                        elif p == "outer" and i >= first_unrolled:
+                            late = np.maximum(late, values(lp.extent) > 1)
+                    columns += [e, late]
+            keys = np.stack(columns, axis=1)
+            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+            shares = np.array(
+                [_group_share(group, axes, extents, row, len(place_names)) for row in uniq]
+            )
+            share = shares[inverse.reshape(-1), place_at]
+            skipped += -np.log2(np.maximum(share, 1e-9))
+        return skipped
+
+    return [(f"{stage.name}.padding.skipped", fn)]
+
+
+def _and_terms(expr: Any) -> list[Any]:
+    from tvm import tirx
+
+    if isinstance(expr, tirx.And):
+        return _and_terms(expr.a) + _and_terms(expr.b)
+    return [expr]
+
+
+def _var_bound(expr: Any, pad_vars: Sequence[Any]) -> tuple[int, int | None, int | None] | None:
+    """``(dimension, lo, hi)`` of a conjunct ``lo <= v_d`` or ``v_d <= hi`` (either side, ``<``
+    and ``>`` too) over the padding stage's index variable ``v_d``; None for anything else."""
+    from tvm import tirx
+
+    if isinstance(expr, tirx.GT | tirx.GE):  # a > b is b < a
+        expr = (tirx.LT if isinstance(expr, tirx.GT) else tirx.LE)(expr.b, expr.a)
+    if not isinstance(expr, tirx.LT | tirx.LE):
+        return None
+    shift = -1 if isinstance(expr, tirx.LT) else 0  # a < b is a <= b - 1
+    names = [v.name for v in pad_vars]
+
+    def const(x: Any) -> int | None:
+        return int(x.value) if isinstance(x, tirx.IntImm) else None
+
+    a, b = expr.a, expr.b
+    if isinstance(a, tirx.Var) and a.name in names and const(b) is not None:
+        return names.index(a.name), None, const(b) + shift
+    if isinstance(b, tirx.Var) and b.name in names and const(a) is not None:
+        return names.index(b.name), const(a) - shift, None
+    return None
+
+
+def _joint_groups(conjuncts: list[Any]) -> list[list[Any]]:
+    """The conjuncts grouped so that no two groups share an axis."""
+    groups: list[list[Any]] = []
+    for c in conjuncts:
+        joined = [g for g in groups if any(set(c[0]) & set(o[0]) for o in g)]
+        merged = [c] + [o for g in joined for o in g]
+        groups = [g for g in groups if g not in joined] + [merged]
+    return groups
+
+
+def _group_share(
+    group: list[Any], axes: list[str], extents: dict[str, int], row: np.ndarray, places: int
+) -> list[float]:
+    """Per guard place, the share of the ``axes`` grid whose guards hold for some value of the
+    relaxed loops; ``row`` holds per axis and place the relaxed extent and whether a loop
+    leaves the guards out."""
+    grids = np.meshgrid(*[np.arange(extents[a]) for a in axes], indexing="ij")
+    out = []
+    for p in range(places):
+        inner = {a: int(row[2 * (k * places + p)]) for k, a in enumerate(axes)}
+        late = {a: bool(row[2 * (k * places + p) + 1]) for k, a in enumerate(axes)}
+        runs = np.ones(grids[0].shape, dtype=bool)
+        for terms, const, lo, hi in group:
+            if any(late[a] for a in terms):
+                continue  # the guard would sit under an unrolled loop: left out
+            exact = np.full(grids[0].shape, const)
+            low = high = 0
+            for a, coeff in terms.items():
+                x = grids[axes.index(a)]
+                exact = exact + coeff * (x - x % inner[a])
+                span = coeff * (inner[a] - 1)
+                low, high = low + min(span, 0), high + max(span, 0)
+            if lo is not None:
+                runs &= exact + high >= lo
+            if hi is not None:
+                runs &= exact + low <= hi
+        out.append(float(runs.mean()))
+    return out
 
 
 def _bytes_fn(
