@@ -385,6 +385,17 @@ PRIOR_REFIT_COLUMNS = (
     Col("at 95 % of its best after 8 trials, new / old", "{on_at_8} / {off_at_8} of {seeds}"),
 )
 
+#: prior_effect.py --baseline <the prior without padding.skipped>
+PRIOR_PADDING_COLUMNS = (
+    Col("case", "{case}"),
+    Col("shape run", "{shape_run}"),
+    Col("final ms, with / without (median)", "{on_final_ms:.4f} / {off_final_ms:.4f}"),
+    Col("final kernel, with vs without", "{speedup:.3f}"),
+    Col("first round, with vs without", "{first_round_speedup:.3f}"),
+    Col("tunes faster with it", "{better} of {seeds}"),
+    Col("at 95 % of its best after 8 trials, with / without", "{on_at_8} / {off_at_8} of {seeds}"),
+)
+
 #: prior_effect.py --model-alone: both arms rank their first round by the prior (the same
 #: proposals); the "on" arm's later rounds by XGBoost with the prior as its base margin, the
 #: "off" arm's by XGBoost alone
@@ -2361,6 +2372,14 @@ TABLES: dict[str, Table] = {
             PRIOR_MARGIN_TUNE_COLUMNS,
             "python benchmarks/prior_effect.py --cases G3,B1,C1D5,C2D1,C2D4,C3D3,D1,G1 "
             "--seeds 2 --model-alone (the second file: --seeds 4)",
+            rows=prior_by_case,
+        ),
+        Table(  # the prior with and without the padding guards' skipped work, in tunes
+            "prior-padding",
+            ("prior_padding-*.csv",),
+            PRIOR_PADDING_COLUMNS,
+            "python benchmarks/prior_effect.py --cases C3D5,C3D3,C3D1,C2D1 --seeds 4 "
+            "--baseline benchmarks/priors/dlboost-2026-11-29.json",
             rows=prior_by_case,
         ),
         Table(  # a register tile of at least the latency-hiding count, in tunes
