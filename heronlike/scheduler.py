@@ -25,6 +25,13 @@ Strategies:
 * ``"even"``: the budget split evenly (``trials // n``, the first ``trials % n`` tasks one
   more), rounds in round-robin order: the baseline the gradient strategy is compared with.
 
+**Variant trials.** A session whose space has a finish knob (where the padding guards go:
+:attr:`heronlike.csp.CSP.finish_knobs`) owes the variant trials a tune spends at the end of its
+budget (:attr:`~heronlike.session.TuningSession.variants_left`); a session given its budget round
+by round never reaches that end, so the scheduler keeps what the opened sessions owe out of the
+search's share of the total and, once that share is spent, measures them
+(:meth:`~heronlike.session.TuningSession.variant_round`). The total stays ``trials``.
+
 **Resumable.** The records are the source of truth: the budget ``trials`` counts the trials of
 every task already in the records (recorded by this heronlike and TVM version, as a
 session counts them), the per-round best-latency history of each task is rebuilt from its trials
@@ -327,6 +334,7 @@ class TaskScheduler:
         self.runner = runner
         self.parallel = parallel
         self.max_trials_per_task = max_trials_per_task
+        self._variants_owed: dict[int, int] = {}  # task index -> variant trials still owed
         self.alpha, self.window, self.epsilon = alpha, window, epsilon
         self.dead_rounds = dead_rounds
         self.work_dir = Path(work_dir) if work_dir is not None else None
@@ -420,15 +428,36 @@ class TaskScheduler:
         forward = -g / rounds
         return s.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
-    def _pick(self, lane: int) -> tuple[int, int] | None:
-        """The next (task index, trials) for ``lane``, or None when nothing is left for it.
-        Called under the lock."""
+    def _pick(self, lane: int) -> tuple[int, int, bool] | None:
+        """The next (task index, trials, whether they are variant trials) for ``lane``, or None
+        when nothing is left for it. The variant trials that opened sessions owe
+        (:attr:`~heronlike.session.TuningSession.variants_left`) are kept out of the search's
+        share and measured once it is spent. Called under the lock."""
         left = (
             self.trials
             - self.trials_done()
             - sum(self._inflight.get(i, 0) for i in range(len(self.states)))
         )
         if left <= 0 or self._stop:
+            return None
+        cap = self.max_trials_per_task
+        owed = {
+            i: min(n, cap - self.states[i].trials) if cap is not None else n
+            for i, n in self._variants_owed.items()
+            if not (self.states[i].finished and self.states[i].best_latency_s is None)  # dead
+        }
+        search = self._pick_search(lane, left - sum(owed.values()))
+        if search is not None:
+            return (*search, False)
+        for i, n in sorted(owed.items()):
+            s = self.states[i]
+            if n > 0 and not s.busy and s.lane in (None, lane) and s.best_latency_s is not None:
+                return i, min(n, left), True
+        return None
+
+    def _pick_search(self, lane: int, left: int) -> tuple[int, int] | None:
+        """The next search round (task index, trials) for ``lane`` within ``left`` trials."""
+        if left <= 0:
             return None
         live = [
             i
@@ -490,7 +519,7 @@ class TaskScheduler:
                     pick = self._pick(lane.index)
                     if pick is None:
                         return
-                    i, n = pick
+                    i, n, variant = pick
                     s = self.states[i]
                     s.busy, s.lane = True, lane.index
                     self._inflight[i] = n
@@ -498,25 +527,32 @@ class TaskScheduler:
                     session = lane.sessions.get(i)
                     if session is None:
                         session = lane.sessions[i] = self._open(i, lane)
+                        with self._lock:  # kept out of the search's share from now on
+                            self._variants_owed[i] = session.variants_left
                     before, run_before = session.done, session.valid + session.invalid
-                    session.max_trials = session.done + n  # this round measures n trials
-                    session.round()
+                    if variant:
+                        session.variant_round(n)
+                    else:
+                        session.max_trials = session.done + n  # this round measures n trials
+                        session.round()
                     # trials other processes recorded for this task meanwhile count too
                     measured = session.done - before
                     run = session.valid + session.invalid - run_before
-                    exhausted = session.finished and measured < n
+                    exhausted = not variant and session.finished and measured < n
                     best = session.best.latency_s if session.best is not None else None
                 finally:
                     with self._lock:
                         s.busy = False
                         self._inflight.pop(i, None)
+                        if variant:
+                            self._variants_owed[i] = 0
                 with self._lock:
                     s.trials += measured
                     s.trials_run += run
                     if best is not None and (s.best_latency_s is None or best < s.best_latency_s):
                         s.best_latency_s = best
                     s.history.append(s.best_latency_s)
-                    if exhausted or measured == 0:
+                    if exhausted or (measured == 0 and not variant):
                         s.finished = True
                     self._update_finished(s)
                     info = RoundInfo(
@@ -571,6 +607,7 @@ class TaskScheduler:
         self._t0 = time.perf_counter()
         self._rounds: list[RoundInfo] = []
         self._inflight: dict[int, int] = {}
+        self._variants_owed = {}
         self._stop = False
         start_trials = self.trials_done()
         self._builder = self.target.make_builder(timeout_s=self.evaluator.build_timeout_s)

@@ -454,6 +454,7 @@ class TuningSession:
             )
         self.done = len(self.history)
         self._pending_others: list[TrialRecord] = []
+        self._own_variants = 0  # variant trials this session recorded
         self._closed = False
         self.valid = self.invalid = 0
         self.errors = Counter[str]()
@@ -544,14 +545,10 @@ class TuningSession:
         """
         if self.finished:
             return 0
-        if self._pending_others:  # trials other processes recorded meanwhile
-            self.measured |= _replay_history(
-                self._pending_others, self.sampler, self.explorer, self.flop
-            )
-            self._pending_others = []
+        self._observe_others()
         left = self.max_trials - self.done
         # the explorer's share of the budget the tune was given (a scheduler that raises
-        # max_trials round by round gives a budget too large to reach it: no variant trials)
+        # max_trials round by round never reaches it: it calls variant_round itself)
         search_left = (self.trials_requested or 0) - self.variant_trials - self.done
         if self.variant_trials and search_left > 0:
             left = min(left, search_left)
@@ -564,17 +561,60 @@ class TuningSession:
         else:  # the search's batch (also once no variant is left to measure)
             n = int(min(self.batch_size, left))
             proposals, of = self.explorer.propose(n, exclude=self.measured), []
-        solve_s = self.sampler.stats.solve_seconds - solve0
-        explore_s = time.perf_counter() - t0 + self._carry_explore_s
         if not proposals:
             self._exhausted = True  # every valid assignment was measured
             return 0
+        return self._measure_batch(proposals, of, t0, solve0)
+
+    @property
+    def variants_left(self) -> int:
+        """Variant trials this session still owes (:attr:`variant_trials` less those of this
+        version already recorded, by any process): what a scheduler that grows
+        :attr:`max_trials` round by round reserves of its budget for :meth:`variant_round`."""
+        done = sum(1 for r in self.history if (r.info or {}).get("variant_of") is not None)
+        return max(0, self.variant_trials - done - self._own_variants)
+
+    def variant_round(self, n: int) -> int:
+        """Measure up to ``n`` variant trials now (:meth:`_variants`; :meth:`round` makes them
+        at the end of a trial budget), whatever the budget: for a scheduler that gives a session
+        its budget round by round (:class:`heronlike.scheduler.TaskScheduler`), which counts
+        them in its own total.
+
+        Returns:
+            The trials measured: 0 when there is no finish knob, no valid trial yet, or every
+            variant was measured.
+        """
+        self._observe_others()
+        if n < 1 or not self.space.csp.finish_knobs:
+            return 0
+        t0, solve0 = time.perf_counter(), self.sampler.stats.solve_seconds
+        variants = self._variants(n)
+        if not variants:
+            return 0
+        return self._measure_batch([a for a, _ in variants], [i for _, i in variants], t0, solve0)
+
+    def _observe_others(self) -> None:
+        """Show the explorer the trials other processes recorded since the last round."""
+        if self._pending_others:
+            self.measured |= _replay_history(
+                self._pending_others, self.sampler, self.explorer, self.flop
+            )
+            self._pending_others = []
+
+    def _measure_batch(
+        self, proposals: list[dict[str, int]], of: list[int], t0: float, solve0: float
+    ) -> int:
+        """Measure, record and show the explorer ``proposals`` (``of``: for variant trials,
+        the trial each varies), proposed since ``t0`` (solver seconds then: ``solve0``)."""
+        solve_s = self.sampler.stats.solve_seconds - solve0
+        explore_s = time.perf_counter() - t0 + self._carry_explore_s
         share = ((explore_s - solve_s) / len(proposals), solve_s / len(proposals))
         recorded: list[TrialRecord | None] = [None] * len(proposals)
 
         def commit(i: int, m: Measurement) -> None:
             note = {"variant_of": of[i]} if of else None
             recorded[i] = self._commit(proposals[i], m, share, note)
+            self._own_variants += 1 if of else 0
 
         self.measurer.measure(proposals, on_result=commit)
         self.times["explore"] += explore_s - solve_s

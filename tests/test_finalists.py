@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,46 @@ def test_variant_trials_settle_the_finish_knob(tmp_path: Path, explorer: str) ->
     for t in variants:  # each the point it varies with the knob's other value
         assert t.assignment == {**by_index[t.info["variant_of"]].assignment, knob: 1}
     assert all(t.assignment[knob] == 0 for t in trials if "variant_of" not in t.info)
+
+
+def test_a_task_scheduler_spends_variant_trials_within_its_budget(tmp_path: Path) -> None:
+    """A model's scheduler grows each session's budget round by round, so a session never
+    reaches the end of its own; the scheduler keeps the variant trials of the sessions with a
+    finish knob out of the search's share and measures them once it is spent: the total stays
+    the budget, the padded convolution gets its two (each the best's or the runner-up's
+    assignment with ``all`` guards), the GEMM none, and a rerun measures nothing."""
+    from heronlike.scheduler import Task, TaskScheduler
+    from heronlike.target import get_target
+
+    if not get_target("llvm").intrinsics:
+        pytest.skip("this CPU has no int8 dot-product intrinsic (AVX2 or later)")
+    records = tmp_path / "r.sqlite"
+    tasks = [
+        Task("conv", ops.c2d(1, 8, 8, 8, 16, 3, 3, pad=1, dtype="int8")),  # 36 % padding
+        Task("gemm", ops.gemm(16, 16, 16)),
+    ]
+
+    def schedule() -> Any:
+        return TaskScheduler(
+            tasks, TARGET, trials=16, batch_size=4, records=records, epsilon=0.0
+        ).run()
+
+    result = schedule()
+    assert result.trials_done == result.trials_run == 16
+    knob = "Y.skip_padding"
+    with Records(records) as db:
+        conv, gemm = (
+            sorted(db.trials(s.workload_key, s.target_key), key=lambda t: t.trial_index)
+            for s in result.tasks
+        )
+    assert len(conv) + len(gemm) == 16 and not any("variant_of" in t.info for t in gemm)
+    variants = [t for t in conv if "variant_of" in t.info]
+    searched = [t for t in conv if "variant_of" not in t.info]
+    assert len(variants) == 2 and conv[-2:] == variants, "measured last, once searched"
+    assert {t.assignment[knob] for t in searched} == {0}
+    by_index = {t.trial_index: t for t in searched}
+    ranked = sorted((t for t in searched if t.ok), key=lambda t: (t.latency_s, t.trial_index))
+    assert variants[0].info["variant_of"] == ranked[0].trial_index
+    for t in variants:
+        assert t.assignment == {**by_index[t.info["variant_of"]].assignment, knob: 1}
+    assert schedule().trials_run == 0

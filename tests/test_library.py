@@ -109,7 +109,7 @@ def test_gradient_picks_the_largest_expected_gain(tmp_path: Path) -> None:
     sched = TaskScheduler(tasks, TARGET, trials=40, records=tmp_path / "r.sqlite",
                           batch_size=4, epsilon=0.0)  # fmt: skip
     sched._inflight = {}
-    assert sched._pick(0) == (0, 4)  # warm-up: every task first, in order
+    assert sched._pick(0) == (0, 4, False)  # warm-up: every task first, in order
     for s, lat in zip(sched.states, (1e-3, 1e-3), strict=True):
         s.history, s.best_latency_s, s.trials = [lat], lat, 4
     assert sched._pick(0)[0] == 1  # weight 10 x same latency
