@@ -266,7 +266,7 @@ def _padding_skipped(space: Space, stage: Any, nest: list[Any], annotated: dict)
     but lanes and the intrinsic. Latency of a compute-bound stage scales with what runs, so a
     prior weighs this ``ln 2`` per unit (:mod:`heronlike.prior`). No feature when nothing is
     annotated or no conjunct is a comparison of one padded index with a constant."""
-    from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, zero_padding
+    from heronlike.postproc import GUARD_PLACES, SKIP_ZERO_READS, conjuncts, zero_padding
     from heronlike.template import Choice
 
     places: Any = None
@@ -284,19 +284,19 @@ def _padding_skipped(space: Space, stage: Any, nest: list[Any], annotated: dict)
         knob, options = None, [str(places)]
     parsed = [(o.split(":", 1)[0], o.split(":", 1)[1].split(",")) for o in options]
     buffers = {b for _, bs in parsed for b in bs}
-    conjuncts: list[tuple[dict[str, int], int, int | None, int | None]] = []
+    bounds: list[tuple[dict[str, int], int, int | None, int | None]] = []
     for buf in sorted(buffers):
         found = zero_padding(space.dag.func, buf)
         reads = [r for r in stage.reads if r.buffer == buf]
         if found is None or len(reads) != 1 or len(reads[0].index) != len(found[0]):
             continue
         pad_vars, condition = found
-        for part in _and_terms(condition):
+        for part in conjuncts(condition):
             bound = _var_bound(part, pad_vars)
             idx = None if bound is None else reads[0].index[bound[0]]
             if idx is not None:
-                conjuncts.append((dict(idx.terms), idx.const, bound[1], bound[2]))
-    if not conjuncts:
+                bounds.append((dict(idx.terms), idx.const, bound[1], bound[2]))
+    if not bounds:
         return []
     extents = {a.name: int(a.extent) for a in stage.axes}
     first_unrolled = next(
@@ -322,7 +322,7 @@ def _padding_skipped(space: Space, stage: Any, nest: list[Any], annotated: dict)
             for p in place_names
         )
 
-    groups = [g for g in _joint_groups(conjuncts) if countable(g)]
+    groups = [g for g in _joint_groups(bounds) if countable(g)]
     if not groups:
         return []
 
@@ -357,14 +357,6 @@ def _padding_skipped(space: Space, stage: Any, nest: list[Any], annotated: dict)
     return [(f"{stage.name}.padding.skipped", fn)]
 
 
-def _and_terms(expr: Any) -> list[Any]:
-    from tvm import tirx
-
-    if isinstance(expr, tirx.And):
-        return _and_terms(expr.a) + _and_terms(expr.b)
-    return [expr]
-
-
 def _var_bound(expr: Any, pad_vars: Sequence[Any]) -> tuple[int, int | None, int | None] | None:
     """``(dimension, lo, hi)`` of a conjunct ``lo <= v_d`` or ``v_d <= hi`` (either side, ``<``
     and ``>`` too) over the padding stage's index variable ``v_d``; None for anything else."""
@@ -388,10 +380,10 @@ def _var_bound(expr: Any, pad_vars: Sequence[Any]) -> tuple[int, int | None, int
     return None
 
 
-def _joint_groups(conjuncts: list[Any]) -> list[list[Any]]:
-    """The conjuncts grouped so that no two groups share an axis."""
+def _joint_groups(bounds: list[Any]) -> list[list[Any]]:
+    """The bounds (conjuncts) grouped so that no two groups share an axis."""
     groups: list[list[Any]] = []
-    for c in conjuncts:
+    for c in bounds:
         joined = [g for g in groups if any(set(c[0]) & set(o[0]) for o in g)]
         merged = [c] + [o for g in joined for o in g]
         groups = [g for g in groups if g not in joined] + [merged]

@@ -322,9 +322,11 @@ def _substitute(expr: Any, variables: Sequence[Any], values: Sequence[Any]) -> A
     return tirx.IndexMap(list(variables), [expr], None).map_indices(list(values))[0]
 
 
-def _conjuncts(expr: Any) -> list[Any]:
+def conjuncts(expr: Any) -> list[Any]:
+    """The operands of a chain of ``and`` (``a and b and c``: ``[a, b, c]``); ``[expr]`` when
+    it is no ``and``."""
     if isinstance(expr, tirx.And):
-        return _conjuncts(expr.a) + _conjuncts(expr.b)
+        return conjuncts(expr.a) + conjuncts(expr.b)
     return [expr]
 
 
@@ -522,7 +524,7 @@ def _guard(
     outer: dict[int, list[Any]] = {}  # path index -> conditions, above every unrolled loop
     inner: dict[int, list[Any]] = {}  # the same, under an unrolled loop (place "all" only)
     uses: dict[int, list[int]] = {}  # id of an inner condition -> path indices of its loops
-    for part in _conjuncts(condition):
+    for part in conjuncts(condition):
         cond = _substitute(
             _substitute(part, pad_vars, index), [lp.loop_var for lp in loops], loop_values
         )
