@@ -385,17 +385,6 @@ PRIOR_REFIT_COLUMNS = (
     Col("at 95 % of its best after 8 trials, new / old", "{on_at_8} / {off_at_8} of {seeds}"),
 )
 
-#: prior_effect.py --baseline <the prior without padding.skipped>
-PRIOR_PADDING_COLUMNS = (
-    Col("case", "{case}"),
-    Col("shape run", "{shape_run}"),
-    Col("final ms, with / without (median)", "{on_final_ms:.4f} / {off_final_ms:.4f}"),
-    Col("final kernel, with vs without", "{speedup:.3f}"),
-    Col("first round, with vs without", "{first_round_speedup:.3f}"),
-    Col("tunes faster with it", "{better} of {seeds}"),
-    Col("at 95 % of its best after 8 trials, with / without", "{on_at_8} / {off_at_8} of {seeds}"),
-)
-
 #: prior_effect.py --model-alone: both arms rank their first round by the prior (the same
 #: proposals); the "on" arm's later rounds by XGBoost with the prior as its base margin, the
 #: "off" arm's by XGBoost alone
@@ -507,6 +496,13 @@ OPTIONS_COLUMNS = (
     Col("first round, with vs without", "{first_round_speedup:.3f}"),
     Col("tunes faster with it", "{better} of {seeds}"),
     Col("picks with < 10 accumulators, with / without", "{on_few} / {off_few} of {seeds}"),
+)
+
+#: prior_effect.py --baseline <the prior without padding.skipped>: a target option's columns,
+#: then how soon each arm's tune was at 95 % of its best
+PRIOR_PADDING_COLUMNS = (
+    *OPTIONS_COLUMNS[:6],
+    Col("at 95 % of its best after 8 trials, with / without", "{on_at_8} / {off_at_8} of {seeds}"),
 )
 
 GUARDS_OPTION_COLUMNS = (
