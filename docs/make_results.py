@@ -1416,6 +1416,17 @@ FAIR_VNNI_FASTEST_COLUMNS = FAIR_VNNI_COLUMNS + (
         "{pytorch_pct_peak_fastest_process:.0f}",
     ),
 )
+#: heronlike against PyTorch alone (``--no-metaschedule``), one row per case and seed
+PYTORCH_SEEDS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("seed", "{seed}"),
+    Col("heronlike ms", "{heronlike_ms:.3f}"),
+    Col("PyTorch ms", "{pytorch_ms:.3f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
+    Col("% of peak heronlike / PyTorch", "{heronlike_pct_peak:.0f} / {pytorch_pct_peak:.0f}"),
+    Col("trials to 95 %", "{heronlike_trials_to_95}"),
+)
 #: the operators whose rows count towards "% of peak" goals (GEMMs and convolutions)
 PEAK_OPS = ("gemm", "bmm", "c1d", "c2d", "c3d", "dil", "t2d")
 
@@ -2668,6 +2679,13 @@ TABLES: dict[str, Table] = {
             ("suite_fair-general-variants-amd-epyc-zen1-2026-12-06.csv",),
             FAIR_VNNI_HARNESS_STATE_COLUMNS,
             "python benchmarks/suite.py --quick --cases C3D3,C3D5",
+        ),
+        Table(  # the same two rows against PyTorch at two seeds, with padding.skipped
+            "suite-general-padded-seeds-zen1-2026-12-06",
+            ("suite_general-padded-seed*-amd-epyc-zen1-2026-12-06.csv",),
+            PYTORCH_SEEDS_COLUMNS,
+            "python benchmarks/suite.py --quick --cases C3D3,C3D5 --no-metaschedule --seed S "
+            "(S = 0, 1)",
         ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
             "suite-fair-general-zen2",
