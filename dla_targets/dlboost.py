@@ -13,8 +13,9 @@ Limits as data: 32 vector registers of 64 bytes, the L1 and L2 data caches per c
 ``-general``, ``-accumulators[=auto|<n>]`` (a register tile of at least that many
 ``vpdpbusd`` accumulators: :attr:`DLBoostTarget.accumulators`) and ``-all-guards=<share>``
 (where the padding taps may also be skipped inside the register tile:
-:attr:`DLBoostTarget.all_guards_min_share`), ``-widen-a[=0|1]`` (whether ``vpmaddwd`` reads
-A from an int16 copy: :attr:`DLBoostTarget.widen_a`) and ``-split-axis-ops=<n>`` (the stages
+:attr:`DLBoostTarget.all_guards_min_share`), ``-widen-a[=0|1|root]`` (whether ``vpmaddwd`` reads
+A from an int16 copy: :attr:`DLBoostTarget.widen_a`; ``root``: a copy written before the
+stage, never inside its parallel loop) and ``-split-axis-ops=<n>`` (the stages
 whose cache tile keeps an axis split over the threads out of its innermost loop:
 :attr:`DLBoostTarget.split_axis_max_ops`). ``"llvm"`` and ``"x86"``
 mean ``"dlboost -general"`` (:attr:`name_options`; the same space and records key): the CPU
@@ -76,7 +77,7 @@ from heronlike.rules.rows import FuseIntoRow, ParallelizeReduction
 from heronlike.rules.skip_padding import ALL_GUARDS_MIN_ZERO_SHARE
 from heronlike.rules.tensorize import ApplyIntrinsic, Tensorize
 from heronlike.rules.tiling import MultiLevelTiling
-from heronlike.rules.widen import WidenOperand
+from heronlike.rules.widen import PlaceWidenedCopy, WidenOperand
 from heronlike.target import DLATarget, MemoryLevel
 
 VNNI_INTRIN_NAME = "heronlike_vnni_16x4_u8s8s32"
@@ -477,8 +478,17 @@ class DLBoostTarget(DLATarget):
         loop alone ran 1.06-3.2× faster on a Zen 3 (``benchmarks/pmaddwd_loops.py``), one G1
         schedule 1.10-1.70× (AVX2) and 1.10-1.63× (AVX-512BW) on a Zen 5 by register tile
         (docs/results.md, "Pre-widened A"). A distinct space from the in-call one: the records
-        key names it."""
-        return _flag(self.options.get("widen-a", True))
+        key names it. ``-widen-a=root`` reads it pre-widened too, from a copy always written
+        at the root (:attr:`widened_copy_at_root`)."""
+        return self.widened_copy_at_root or _flag(self.options.get("widen-a", True))
+
+    @property
+    def widened_copy_at_root(self) -> bool:
+        """Whether a new widened copy of A is always a root-level pass (``-widen-a=root``, as
+        before 2026-12-06: no knob) rather than placed by the finish knob
+        ``<stage>.widened_copy`` (:class:`~heronlike.rules.widen.PlaceWidenedCopy`: at the
+        root or in the stage's parallel loop, settled by variant trials), the default."""
+        return str(self.options.get("widen-a", "")).lower() == "root"
 
     def prior(self) -> LinearPrior:
         """:data:`PRIOR`, fitted on VNNI and general-rule-set tunes of this target."""
@@ -570,7 +580,7 @@ class DLBoostTarget(DLATarget):
         if self.split_axis_max_ops != SPLIT_AXIS_MAX_OPS:  # another space
             out["split-axis-ops"] = str(self.split_axis_max_ops)
         if self.intrinsics and self.intrinsics[0].a_storage_dtype:  # pre-widened A
-            out["widen-a"] = True
+            out["widen-a"] = "root" if self.widened_copy_at_root else True
         return out
 
     @property
@@ -660,6 +670,8 @@ class DLBoostTarget(DLATarget):
             AddCacheStage(scope="global"),
             MultiLevelTiling(vector_level="V", order_level="S1"),
             ParallelizeOuter(),
+            # A's widened copy at the root or in the parallel loop: settled at the finish
+            PlaceWidenedCopy(settle=not self.widened_copy_at_root),
             UnrollRegisterTile(),
             UnrollDepth(),
             ApplyIntrinsic(vector_bytes=vb),

@@ -87,15 +87,19 @@ class Space:
         names exactly the CSP's variables and breaks nothing; when it lacks only derived
         variables (a space whose rules added some, e.g. a new constraint's), the point its
         knobs complete to (:meth:`CSP.complete`), provided every variable it has keeps its
-        value there. What a stored record is rebuilt, replayed or ranked with."""
+        value there. A finish knob it lacks (:attr:`heronlike.csp.Var.finish`, added to the
+        rules after it was recorded) is taken at its ``lo``, the value the search holds: the
+        program it was measured as. What a stored record is rebuilt, replayed or ranked with."""
         names, have = set(self.csp.vars), set(assignment)
         if have - names:
             return None
         if have == names:
             return None if self.csp.violations(assignment) else dict(assignment)
-        if (names - have) & set(self.csp.knobs):
+        defaults = {k: self.csp.vars[k].lo for k in self.csp.finish_knobs if k not in have}
+        if (names - have - set(defaults)) & set(self.csp.knobs):
             return None
-        point = self.csp.complete({k: int(assignment[k]) for k in self.csp.knobs})
+        knobs = {**defaults, **{k: int(assignment[k]) for k in self.csp.knobs if k in have}}
+        point = self.csp.complete(knobs)
         if point is None or any(point[k] != assignment[k] for k in have):
             return None
         return point

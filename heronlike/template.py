@@ -244,8 +244,12 @@ def materialize_at(sch: s_tir.Schedule, block: Any, loop: Any, lanes: int) -> No
     """Write a materialised operand inside its consumer's loop ``loop`` (a ``parallel`` task
     loop): ``compute_at``, so each iteration writes the region it reads; the innermost loop of
     the block is vectorised to ``lanes`` (split first when longer), as
-    :func:`parallelize_vectorize` does at the root. Where TVM refuses to move the block, it
-    stays a root-level pass, scheduled by :func:`parallelize_vectorize`."""
+    :func:`parallelize_vectorize` does at the root. Where TVM refuses to move the block, or
+    ``loop`` is None (a knob chose the root), it stays a root-level pass, scheduled by
+    :func:`parallelize_vectorize`."""
+    if loop is None:
+        parallelize_vectorize(sch, block, lanes)
+        return
     try:
         sch.compute_at(block, loop, preserve_unit_loops=False)
     except Exception:  # noqa: BLE001 - TVM checks before it changes anything

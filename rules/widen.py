@@ -12,10 +12,12 @@ dtype, written before the stage runs:
   dtype (:func:`retype_buffer`): no extra pass;
 * otherwise (A a parameter, or read by other stages too) a copy of A, retyped, is written at
   the root, its outer loops fused and ``parallel``, its innermost loop vectorised, like any
-  materialised operand. It holds what the stage reads, indexed by the stage's iterators
-  (``reindex``), where that is less than all of A (a strided 1 × 1 convolution: a quarter of
-  a 2-D input, an eighth of a 3-D one), else all of A (``cache_read``). Its cost (``M·K``
-  element copies against ``M·N·K`` multiply-adds for a GEMM) is inside every measured latency.
+  materialised operand, or inside the stage's ``parallel`` loop, each task widening the rows
+  it reads (a finish knob, :class:`PlaceWidenedCopy`). It holds what the stage reads, indexed
+  by the stage's iterators (``reindex``), where that is less than all of A (a strided 1 × 1
+  convolution: a quarter of a 2-D input, an eighth of a 3-D one), else all of A
+  (``cache_read``). Its cost (``M·K`` element copies against ``M·N·K`` multiply-adds for a
+  GEMM) is inside every measured latency.
 
 Both rewrite the template's PrimFunc before any schedule primitive runs on it, so every
 candidate shares them; the stage's accesses (and so C5's footprints, which count A's bytes)
@@ -34,9 +36,14 @@ from tvm import s_tir, tirx
 from tvm.tirx.analysis import undefined_vars
 
 from heronlike.dag import Access, ComputeDAG
+from heronlike.template import Choice, Sym
 
 from .base import Rule, RuleContext
 from .pad import WIDENED_COPY, intrinsic_padding, padded_scratch
+
+#: key of :attr:`StageState.extra`: ``(block, lanes)`` of a new widened copy of A that
+#: :class:`PlaceWidenedCopy` places once the stage has its parallel loop
+WIDENED_COPY_AT = "widened_copy_at"
 
 
 def retype_buffer(func: tirx.PrimFunc, name: str, dtype: str) -> tirx.PrimFunc:
@@ -126,10 +133,10 @@ class WidenOperand(Rule):
     the intrinsic) one TVM can pad once A is widened.
 
     Apply: :func:`widen_operand` on the template's function; the stage's accesses and match
-    read the wider A; a new copy is scheduled as a materialised operand (fused outer loops
-    ``parallel``, innermost loop vectorised to ``vector_bytes``), a retyped producer keeps
-    its own rule (:class:`~heronlike.rules.inline.MaterializeOperand`), now vectorised at the
-    wider dtype's lanes.
+    read the wider A; a new copy is left to :class:`PlaceWidenedCopy` (vectorised to
+    ``vector_bytes``), a retyped producer keeps its own rule
+    (:class:`~heronlike.rules.inline.MaterializeOperand`), now vectorised at the wider dtype's
+    lanes.
 
     Args:
         vector_bytes: vector register width, for vectorising the copy.
@@ -179,7 +186,8 @@ class WidenOperand(Rule):
                 return
             (block,) = ctx.step("get_sblock", writer, outs=[f"b_{writer}"])
             lanes = self.vector_bytes // (tvm.DataType(dtype).bits // 8)
-            ctx.step("parallelize_vectorize", block, lanes)
+            # placed once the stage has its parallel loop: PlaceWidenedCopy
+            st.extra[WIDENED_COPY_AT] = (block, lanes)
             return
         producer = next(
             (s for s, other in ctx.states.items() if other.stage.write.buffer == name), None
@@ -187,6 +195,58 @@ class WidenOperand(Rule):
         if producer is not None:
             pst = ctx.states[producer]
             pst.stage = replace(pst.stage, write=replace(pst.stage.write, dtype=dtype))
+
+
+class PlaceWidenedCopy(Rule):
+    """Condition: :class:`WidenOperand` gave the stage a new copy of A, not yet placed.
+
+    Apply: a finish knob ``<stage>.widened_copy`` (:attr:`heronlike.csp.Var.finish`: the
+    search holds it at 0, the tune's variant trials measure its best candidates with 1)
+    chooses where the copy is written: 0, a root-level pass over all of A before the stage
+    runs (fused outer loops ``parallel``, innermost loop vectorised); 1, inside the stage's
+    ``parallel`` loop (:func:`heronlike.template.materialize_at`), each task widening the rows
+    of A it reads just before it reads them, into a buffer of that size (TVM's
+    ``CompactBufferAllocation``). The second writes no ``2·M·K``-byte copy to memory and reads
+    none back, but widens a row once per task that reads it. On a Zen 1 (AVX2, 2 cores,
+    2026-12-06; docs/results.md, "The widened copy inside the parallel loop"), on the fastest
+    schedules of short tunes: 1.07–1.09× on a batched GEMM whose tasks each hold all 64
+    columns (``16 × 512 × 64 × 512``, B4), 0.93–1.02× where the columns are split over tasks
+    (a ``1024³`` GEMM, a ``1 × 1`` convolution). Which is faster depends on the tiles, so it is
+    settled by measurement at the finish rather than searched: in 16-trial tunes, B4 1.06×
+    and 1.11× over a copy always at the root, the other products even. Without a parallel
+    loop the copy is a root-level pass.
+
+    Args:
+        level: the tiling level of the stage's parallel loop.
+        settle: False for a copy always at the root, without the knob (``dlboost
+            -widen-a=root``).
+    """
+
+    name = "PlaceWidenedCopy"
+
+    def __init__(self, level: str = "P", settle: bool = True) -> None:
+        self.level = level
+        self.settle = settle
+
+    def condition(self, ctx: RuleContext, stage: str) -> bool:
+        return WIDENED_COPY_AT in ctx.states[stage].extra
+
+    def apply(self, ctx: RuleContext, stage: str) -> None:
+        st = ctx.states[stage]
+        block, lanes = st.extra.pop(WIDENED_COPY_AT)
+        tasks = st.level(self.level)
+        if not tasks or not self.settle:
+            ctx.step("materialize_at", block, None, lanes)
+            return
+        knob = ctx.csp.var(
+            f"{stage}.widened_copy",
+            0,
+            1,
+            knob=True,
+            finish=True,
+            doc=f"where A's widened copy is written: 0 the root, 1 in {tasks[0].sym}",
+        )
+        ctx.step("materialize_at", block, Choice(knob, (None, Sym(tasks[0].sym))), lanes)
 
 
 def _paddable(ctx: RuleContext, stage: str) -> bool:

@@ -197,3 +197,73 @@ def test_widened_kernels_are_exact(tmp_path: Path, compute, target: str, shape: 
     y = np.zeros([int(d) for d in compute[-1].shape], np.int32)
     (expected,) = reference_outputs(result.space.dag, [x, w, y]).values()
     np.testing.assert_array_equal(result.kernel(x, w), expected)
+
+
+def _copy_in_the_stage_nest(script: str, copy: str) -> bool:
+    """Whether the block writing buffer ``copy`` (named after it: ``X_global``, or
+    ``X_reindex_reindex`` for a reindexed copy) of a TVMScript program sits in the root-level
+    loop nest that also runs the tensorized update (the stage's parallel loop: ``T.parallel``,
+    or ``T.serial`` where it has one task), rather than in a loop nest of its own."""
+    nests: list[list[str]] = []
+    root = None
+    for ln in script.splitlines():
+        depth = len(ln) - len(ln.lstrip())
+        if ln.lstrip().startswith("for ") and (root is None or depth <= root):
+            root = depth
+            nests.append([])
+        elif nests and depth > (root or 0):
+            nests[-1].append(ln)
+    blocks = [" ".join(n) for n in nests]
+    return any(f'T.sblock("{copy}' in b and "_update" in b for b in blocks)
+
+
+def test_widened_copy_is_placed_by_a_finish_knob() -> None:
+    """A GEMM's new int16 copy of A is written at the root (knob 0, what the search holds) or
+    inside the stage's parallel loop (1), each task widening only its rows (a task-sized
+    buffer once TVM compacts it); a record from before the knob existed is the root program.
+    A convolution's padded input, retyped in place, has no such knob."""
+    space = generate_space(ops.gemm(64, 48, 64), AVX2)
+    knob = "C.widened_copy"
+    assert space.csp.finish_knobs == [knob] and space.csp.vars[knob].hi == 1
+    (a,) = RandSAT(space.csp.search(), seed=0).sample(1)
+    assert a[knob] == 0
+    root, task = (str(space.program({**a, knob: v})) for v in (0, 1))
+    assert not _copy_in_the_stage_nest(root, "X_global")
+    assert _copy_in_the_stage_nest(task, "X_global")
+    old = {k: v for k, v in a.items() if k != knob}
+    assert space.fit(old) == a and not space.misfits(old)
+    conv = generate_space(ops.c2d(1, 8, 8, 16, 32, 3, 3, 1, 1, 1), AVX2)
+    assert not any(k.endswith(".widened_copy") for k in conv.csp.vars)
+    # -widen-a=root: the copy always at the root, no knob, a records key of its own
+    pinned = generate_space(ops.gemm(64, 48, 64), f"{AVX2} -widen-a=root")
+    assert not pinned.csp.finish_knobs and pinned.target.widen_a
+    assert "-widen-a=root" in pinned.target.key and pinned.target.key != space.target.key
+    assert str(pinned.program(old)) == root
+
+
+@needs_avx2
+@pytest.mark.parametrize(
+    "compute",
+    [ops.gemm(32, 48, 40), ops.bmm(2, 16, 24, 32), ops.c2d(1, 14, 14, 16, 16, 1, 1, 2, 0, 1)],
+    ids=["gemm", "bmm", "c2d-strided-copy"],
+)
+def test_copy_in_the_parallel_loop_is_exact(compute) -> None:
+    """Three sampled programs per compute with the copy in the parallel loop, run on the
+    extreme operands (u8 255 by s8 -128) against numpy's int64 result."""
+    space = generate_space(compute, AVX2)
+    (knob,) = space.csp.finish_knobs
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, [int(d) for d in compute[0].shape], dtype=np.uint8)
+    w = rng.integers(-128, 128, [int(d) for d in compute[1].shape], dtype=np.int8)
+    x.reshape(-1)[:64], w.reshape(-1)[:64] = 255, -128
+    y = np.zeros([int(d) for d in compute[-1].shape], np.int32)
+    (expected,) = reference_outputs(space.dag, [x, w, y]).values()
+    for a in RandSAT(space.csp.search(), seed=4).sample(3):
+        kernel = BuiltKernel(space, {**a, knob: 1}, space.target.tvm_target())
+        assert _copy_in_the_stage_nest(kernel.script, next(iter(_int16_copies(kernel.script))))
+        np.testing.assert_array_equal(kernel(x, w), expected)
+
+
+def _int16_copies(script: str) -> list[str]:
+    """Names of the int16 buffers a TVMScript program allocates (A's widened copy)."""
+    return re.findall(r"(\w+) = T\.sblock_alloc_buffer\([^)]*\), \"int16\"", script)
