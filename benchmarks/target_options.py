@@ -16,6 +16,8 @@ rotated each round). Per row:
   bytes less the reserve, in 64-byte registers; the largest over the program's stages);
 * ``*_guards``: where the pick guards the padding taps, where the space has the
   ``skip_padding`` knob (``-all-guards``);
+* ``*_widened_copy``: where the pick writes A's int16 copy (``root`` or ``task``), where the
+  space has the ``widened_copy`` knob (``-widen-a=root`` has none);
 * ``speedup``: ``base_final_ms / option_final_ms`` (> 1: the tune with the option found the
   faster kernel);
 * ``far_turn_share``, ``*_near_ms`` / ``*_far_ms``, ``speedup_near`` / ``_far``: the same split
@@ -25,6 +27,7 @@ rotated each round). Per row:
     python benchmarks/target_options.py --cases G1,G3,B1,C1D5,C2D1,C2D4,C3D1,C3D3,D1
     python benchmarks/target_options.py --cases G1 --seeds 1 --trials 8      # a quick look
     python benchmarks/target_options.py --options=-all-guards=0.2 --cases C3D3,C3D1,C2D5,D5,T5
+    python benchmarks/target_options.py --options=-widen-a=root --cases B4,B1,G1,C1D1,C2D6,D4
 
 Writes ``benchmarks/results/target_options-<cpu>-<date>.csv`` and prints the geomeans.
 """
@@ -67,6 +70,14 @@ def guards(assignment: dict[str, int]) -> str:
     place (:data:`heronlike.postproc.GUARD_PLACES`); "" where the space has no such knob."""
     knobs = [v for k, v in assignment.items() if k.endswith(".skip_padding")]
     return ",".join(GUARD_PLACES[v] for v in knobs) if knobs else ""
+
+
+def widened_copy(assignment: dict[str, int]) -> str:
+    """Where the picked program writes A's widened copy: ``root`` or ``task`` (in the stage's
+    parallel loop) by the ``<stage>.widened_copy`` knob
+    (:class:`heronlike.rules.widen.PlaceWidenedCopy`); "" where the space has no such knob."""
+    knobs = [v for k, v in assignment.items() if k.endswith(".widened_copy")]
+    return ",".join(("root", "task")[v] for v in knobs) if knobs else ""
 
 
 def core_states(
@@ -132,6 +143,8 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             base_accumulators=accumulators(base.assignment),
             option_guards=guards(opt.assignment),
             base_guards=guards(base.assignment),
+            option_widened_copy=widened_copy(opt.assignment),
+            base_widened_copy=widened_copy(base.assignment),
             **states,
             rounds=a.rounds,
             threads=opt.space.target.cores,

@@ -455,25 +455,35 @@ def options_by_case(raw: list[Row]) -> list[Row]:
     return out
 
 
-def guards_by_case(raw: list[Row], on: str = "option") -> list[Row]:
+def guards_by_case(
+    raw: list[Row], on: str = "option", column: str = "guards", value: str = "all"
+) -> list[Row]:
     """target_options-*.csv of an ``-all-guards`` run: :func:`prior_by_case` with the arm
-    ``on`` (the option's, by default) as "on", plus how many of its picks guard the padding
-    taps inside the register tile (its ``*_guards`` is ``all``)."""
+    ``on`` (the option's, by default) as "on", plus how many of its picks (``on_picked``) have
+    ``*_<column>`` equal to ``value``: by default, guard the padding taps inside the register
+    tile (``*_guards`` is ``all``)."""
     out, cases, renamed = _option_arms(raw, on)
     for row in out:
         rs = cases.get(row["case"], renamed)  # the summary row: every tune
-        row["on_all"] = sum(str(r.get("on_guards", "")) == "all" for r in rs)
+        row["on_picked"] = sum(str(r.get(f"on_{column}", "")) == value for r in rs)
     return out
 
 
-def variants_by_case(raw: list[Row]) -> list[Row]:
-    """target_options-*.csv of an ``-all-guards=1`` run (the option arm guards ``outer``
-    only, the base arm settles the guards by variant trials): :func:`guards_by_case` with the
-    arms the other way round, "on" the variant trials (the base) and "off" the option, each
-    row's ratios inverted to on vs off."""
+def variants_by_case(raw: list[Row], column: str = "guards", value: str = "all") -> list[Row]:
+    """target_options-*.csv of a run whose option arm goes without a finish knob
+    (``-all-guards=1``: ``outer`` guards only; ``-widen-a=root``: A's copy at the root only)
+    and whose base arm settles it by variant trials: :func:`guards_by_case` with the arms the
+    other way round, "on" the variant trials (the base) and "off" the option, each row's
+    ratios inverted to on vs off, counting the base's picks with ``*_<column>`` = ``value``."""
     ratios = ("speedup", "first_round_speedup")
     inverted = [r | {k: 1 / r[k] if r[k] else r[k] for k in ratios} for r in raw]
-    return guards_by_case(inverted, on="base")
+    return guards_by_case(inverted, on="base", column=column, value=value)
+
+
+def copies_by_case(raw: list[Row]) -> list[Row]:
+    """:func:`variants_by_case` of a ``-widen-a=root`` run: picks with A's copy in the
+    parallel loop (``*_widened_copy`` is ``task``)."""
+    return variants_by_case(raw, column="widened_copy", value="task")
 
 
 VARIANT_COLUMNS = (
@@ -482,7 +492,17 @@ VARIANT_COLUMNS = (
     Col("final ms, variant trials / outer only (median)", "{on_final_ms:.3f} / {off_final_ms:.3f}"),
     Col("final kernel, variant trials vs outer only", "{speedup:.3f}"),
     Col("tunes faster with variant trials", "{better} of {seeds}"),
-    Col("picks with all guards", "{on_all} of {seeds}"),
+    Col("picks with all guards", "{on_picked} of {seeds}"),
+)
+
+#: target_options.py --options=-widen-a=root: the copy's place settled by variant trials
+#: against a copy always at the root
+COPY_COLUMNS = (
+    *VARIANT_COLUMNS[:2],
+    Col("final ms, variant trials / root only (median)", "{on_final_ms:.3f} / {off_final_ms:.3f}"),
+    Col("final kernel, variant trials vs root only", "{speedup:.3f}"),
+    VARIANT_COLUMNS[4],
+    Col("picks with the copy in the parallel loop", "{on_picked} of {seeds}"),
 )
 
 #: the latency-hiding count of ``vpdpbusd`` accumulators on an Intel core (5 cycles × 2 a cycle)
@@ -507,7 +527,7 @@ PRIOR_PADDING_COLUMNS = (
 
 GUARDS_OPTION_COLUMNS = (
     *OPTIONS_COLUMNS[:5],
-    Col("picks with all guards, with it", "{on_all} of {seeds}"),
+    Col("picks with all guards, with it", "{on_picked} of {seeds}"),
 )
 
 #: benchmarks/pmaddwd_loops.py: the AVX2 int8 micro-kernel's loop five ways, in L1
@@ -2402,6 +2422,14 @@ TABLES: dict[str, Table] = {
             "python benchmarks/target_options.py --options=-all-guards=1 "
             "--cases C3D3,C2D5,C3D1,D5,T5",
             rows=variants_by_case,
+        ),
+        Table(  # A's widened copy placed by variant trials against a copy at the root only
+            "target-options-widened-copy-zen1",
+            ("target_options_widened_copy-amd-epyc-f23m1-2026-12-06.csv",),
+            COPY_COLUMNS,
+            "python benchmarks/target_options.py --options=-widen-a=root "
+            "--cases B4,B1,G1,C1D1,C2D6,D4",
+            rows=copies_by_case,
         ),
         Table(  # one GEMM schedule, register tiles of 1 to 16 accumulators
             "register-tiles",
