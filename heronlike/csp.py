@@ -343,7 +343,10 @@ class CSP:
         variable computed by :meth:`derivation`'s ``steps`` (computed here when not given); None
         when the knobs do not determine every variable or the assignment breaks a range or a
         constraint. How a stored record's knobs are re-read in today's space (whose derived
-        variables may have changed, e.g. a larger register reserve)."""
+        variables may have changed, e.g. a larger register reserve). A :attr:`finish_knobs`
+        knob not given takes its ``lo``, the value the search holds."""
+        held = {k: self.vars[k].lo for k in self.finish_knobs if k not in knobs}
+        knobs = {**knobs, **held} if held else knobs
         if steps is None:
             steps, determined = self.derivation(knobs)
             if not determined:

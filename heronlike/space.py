@@ -88,18 +88,17 @@ class Space:
         variables (a space whose rules added some, e.g. a new constraint's), the point its
         knobs complete to (:meth:`CSP.complete`), provided every variable it has keeps its
         value there. A finish knob it lacks (:attr:`heronlike.csp.Var.finish`, added to the
-        rules after it was recorded) is taken at its ``lo``, the value the search holds: the
-        program it was measured as. What a stored record is rebuilt, replayed or ranked with."""
+        rules after it was recorded) is taken at its ``lo``, the value the search holds
+        (:meth:`CSP.complete`): the program it was measured as. What a stored record is
+        rebuilt, replayed or ranked with."""
         names, have = set(self.csp.vars), set(assignment)
         if have - names:
             return None
         if have == names:
             return None if self.csp.violations(assignment) else dict(assignment)
-        defaults = {k: self.csp.vars[k].lo for k in self.csp.finish_knobs if k not in have}
-        if (names - have - set(defaults)) & set(self.csp.knobs):
+        if (names - have - set(self.csp.finish_knobs)) & set(self.csp.knobs):
             return None
-        knobs = {**defaults, **{k: int(assignment[k]) for k in self.csp.knobs if k in have}}
-        point = self.csp.complete(knobs)
+        point = self.csp.complete({k: int(assignment[k]) for k in self.csp.knobs if k in have})
         if point is None or any(point[k] != assignment[k] for k in have):
             return None
         return point
