@@ -123,6 +123,9 @@ def test_finish_knobs_are_held_at_their_first_value_in_the_search_csp() -> None:
     assert samples and {a[g] for a in samples} == {0}
     assert csp.violations({**samples[0], g: 1}) == []
     assert search.violations({**samples[0], g: 1})
+    # knobs without the finish knob (a record from before it existed) complete with its lo
+    knobs = {k: samples[0][k] for k in ("x", "y")}
+    assert csp.complete(knobs) == samples[0] and csp.complete({**knobs, g: 1})[g] == 1
     plain = _small()
     assert not plain.finish_knobs and plain.search() is plain  # nothing to hold
     with pytest.raises(ValueError, match="only a knob"):
