@@ -2705,6 +2705,12 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases C3D3,C3D5 --no-metaschedule --seed S "
             "(S = 0, 1)",
         ),
+        Table(  # the products the widened copy concerns, against PyTorch, with the knob
+            "suite-general-copy-zen1-2026-12-06",
+            ("suite_general-copy-amd-epyc-zen1-2026-12-06.csv",),
+            (*PYTORCH_SEEDS_COLUMNS, Col("trials to 95 %", "{heronlike_trials_to_95}")),
+            "python benchmarks/suite.py --quick --cases B4,B1,G3,C1D1,C2D6 --no-metaschedule",
+        ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
             "suite-fair-general-zen2",
             (FAIR_GENERAL_ZEN2_CSV,),
