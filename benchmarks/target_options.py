@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -65,19 +66,23 @@ def accumulators(assignment: dict[str, int]) -> int | None:
     return (max(tiles) - RESERVED_REGISTERS * VECTOR_BYTES) // VECTOR_BYTES
 
 
+def _picked(assignment: dict[str, int], suffix: str, places: Sequence[str]) -> str:
+    """The places a program's ``<stage><suffix>`` knobs pick (``places[value]``), comma
+    separated; "" where the space has no such knob."""
+    return ",".join(places[v] for k, v in assignment.items() if k.endswith(suffix))
+
+
 def guards(assignment: dict[str, int]) -> str:
     """Where the picked program guards the padding taps: the ``<stage>.skip_padding`` knob's
     place (:data:`heronlike.postproc.GUARD_PLACES`); "" where the space has no such knob."""
-    knobs = [v for k, v in assignment.items() if k.endswith(".skip_padding")]
-    return ",".join(GUARD_PLACES[v] for v in knobs) if knobs else ""
+    return _picked(assignment, ".skip_padding", GUARD_PLACES)
 
 
 def widened_copy(assignment: dict[str, int]) -> str:
     """Where the picked program writes A's widened copy: ``root`` or ``task`` (in the stage's
     parallel loop) by the ``<stage>.widened_copy`` knob
     (:class:`heronlike.rules.widen.PlaceWidenedCopy`); "" where the space has no such knob."""
-    knobs = [v for k, v in assignment.items() if k.endswith(".widened_copy")]
-    return ",".join(("root", "task")[v] for v in knobs) if knobs else ""
+    return _picked(assignment, ".widened_copy", ("root", "task"))
 
 
 def core_states(

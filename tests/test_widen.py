@@ -260,7 +260,7 @@ def test_copy_in_the_parallel_loop_is_exact(compute) -> None:
     (expected,) = reference_outputs(space.dag, [x, w, y]).values()
     for a in RandSAT(space.csp.search(), seed=4).sample(3):
         kernel = BuiltKernel(space, {**a, knob: 1}, space.target.tvm_target())
-        assert _copy_in_the_stage_nest(kernel.script, next(iter(_int16_copies(kernel.script))))
+        assert _copy_in_the_stage_nest(kernel.script, _int16_copies(kernel.script)[0])
         np.testing.assert_array_equal(kernel(x, w), expected)
 
 
