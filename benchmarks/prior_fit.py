@@ -20,7 +20,8 @@ Then it fits on every workload and prints the weights as the Python mapping a ta
 
 ``--without F`` (repeatable) runs the check a second time without the generic features ``F``,
 to see what they add (``--without tile.loads``). ``--current T`` also checks the prior target
-``T`` uses today (``dlboost``) on the same workloads, as it is (it was fitted on other records,
+``T`` uses today (``dlboost``; per workload, the prior its space gets: ``prior_for``) on the
+same workloads, as it is (it was fitted on other records,
 so no workload is left out): whether a refit ranks these records better than it.
 ``--trees`` runs the same checks with a nonlinear model of the same generic features (an
 XGBoost regression of ``-ln(latency)``, centred within each workload as the linear fit is,
@@ -67,10 +68,15 @@ Workload = tuple[list[str], np.ndarray, np.ndarray]
 
 
 def load(
-    paths: list[Path], target: str, min_trials: int, keys: list[str] | None = None
+    paths: list[Path],
+    target: str,
+    min_trials: int,
+    keys: list[str] | None = None,
+    spaces: list[Space] | None = None,
 ) -> tuple[list[Workload], list[str]]:
     """``(names, features, latencies)`` of every usable workload, and the skipped ones'
-    reasons; each usable workload's key is appended to ``keys`` (in the same order) when given.
+    reasons; each usable workload's key is appended to ``keys`` and its space to ``spaces``
+    (in the same order) when given.
     """
     import tvm.script
 
@@ -102,6 +108,8 @@ def load(
                 out.append((names, x, np.array(latencies)))
                 if keys is not None:
                     keys.append(wk)
+                if spaces is not None:
+                    spaces.append(space)
     return out, skipped
 
 
@@ -255,12 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = p.parse_args(argv)
     keys: list[str] = []
-    data, skipped = load(a.records, a.target, a.min_trials, keys)
+    spaces: list[Space] = []
+    data, skipped = load(a.records, a.target, a.min_trials, keys, spaces)
     held: list[Workload] = []
+    held_spaces: list[Space] = []
     if a.hold_out:
         out = case_keys(a.hold_out)
         held = [w for w, k in zip(data, keys) if k in out]
+        held_spaces = [s for s, k in zip(spaces, keys) if k in out]
         data = [w for w, k in zip(data, keys) if k not in out]
+        spaces = [s for s, k in zip(spaces, keys) if k not in out]
     print(
         f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials "
         f"({len(held)} more held out); skipped {len(skipped)}"
@@ -275,10 +287,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.current:
         from heronlike.target import get_target
 
-        current = get_target(a.current).prior()
-        print(report(f"the prior of {a.current} today", data, a, lambda _: current))
+        current = get_target(a.current)  # each workload ranked by the prior its tune gets
+        print(
+            report(
+                f"the prior of {a.current} today", data, a, lambda i: current.prior_for(spaces[i])
+            )
+        )
         if held:
-            print(report(f"the prior of {a.current} today, held out", held, a, lambda _: current))
+            label = f"the prior of {a.current} today, held out"
+            print(report(label, held, a, lambda i: current.prior_for(held_spaces[i])))
     for label, features in feature_sets:
 
         def fit_without(i: int, features: tuple[str, ...] = features) -> LinearPrior:

@@ -303,6 +303,8 @@ def _pmaddwd_intrinsic(vector_bytes: int, a_dtype: str = "uint8") -> Intrinsic:
         pack_b=True,
         register=functools.partial(register_pmaddwd, vector_bytes, a_dtype),
         a_storage_dtype=None if a_dtype == "uint8" else a_dtype,
+        # B (int8) is widened to int16 in every call; A too unless it is read pre-widened
+        widened_in_call=("a", "b") if a_dtype == "uint8" else ("b",),
     )
 
 
@@ -437,6 +439,44 @@ PRIOR = LinearPrior(
     ),
 )
 
+#: The schedule prior of spaces whose stages are tensorized onto ``vpmaddwd`` (``-general`` on a
+#: CPU without VNNI: :data:`PMADDWD_AVX2_A16` and kin, operands widened in the call), fitted by
+#: ``python benchmarks/prior_fit.py`` on ``benchmarks/prior_records.py --dtype int8`` records
+#: of 16 cases of Heron's table (G1 G4 B2 B3 B4 C1D3 C2D1-C2D5 C3D2 D1 D4 T1 T4), seeds 0 and
+#: 1, 24 RandSAT trials each, 2 threads of an AMD EPYC Zen 1 (AVX2), 2026-12-06; B1 G3 C1D1
+#: C2D6 held out. :data:`PRIOR`, fitted where int8 stages run ``vpdpbusd``, ranked these
+#: records at Spearman median 0.58 (0.64 on the held out); this fit 0.68
+#: leave-one-workload-out and 0.81 on the held out, its top 8 of 32 random programs 1.053×
+#: faster than a random 8 there (1.018× by :data:`PRIOR`). On float32 spaces it would rank
+#: backwards (-0.44 against :data:`PRIOR`'s 0.92), so only ``vpmaddwd`` spaces get it
+#: (:meth:`DLBoostTarget.prior_for`). ``padding.skipped`` was fitted here too: +0.72, near the
+#: ``ln 2`` = 0.69 that :data:`PRIOR` holds from first principles.
+PRIOR_PMADDWD = LinearPrior(
+    {
+        "parallel.balance": +1.4543,
+        "parallel.extent": +0.0039,
+        "register.fill": +0.0827,
+        "L1.fill": +0.0090,
+        "L2.fill": +0.1589,
+        "P.intensity": +0.0094,
+        "S1.volume": +0.0026,
+        "S1.bytes": -0.1588,
+        "S1.intensity": -0.0409,
+        "R0.trips": +0.0038,
+        "R0.intensity": +0.0115,
+        "S2.trips": +0.1155,
+        "R1.trips": +0.0025,
+        "unroll.depth": +0.0019,
+        "tile.loads": -0.2099,
+        "tile.widens": +0.1043,
+        "padding.skipped": +0.7189,
+    },
+    source=(
+        "benchmarks/prior_fit.py, 32 workloads (int8 on vpmaddwd) of random programs, "
+        "AMD EPYC Zen 1, 2026-12-06"
+    ),
+)
+
 
 class DLBoostTarget(DLATarget):
     """AVX512-VNNI ("DL Boost") on the x86 CPU, tensorizing onto ``vpdpbusd``; with
@@ -492,6 +532,14 @@ class DLBoostTarget(DLATarget):
 
     def prior(self) -> LinearPrior:
         """:data:`PRIOR`, fitted on VNNI and general-rule-set tunes of this target."""
+        return PRIOR
+
+    def prior_for(self, space: Any) -> LinearPrior:
+        """:data:`PRIOR_PMADDWD` for a space with a stage tensorized onto an intrinsic that
+        widens its operands in the call (``vpmaddwd`` on a CPU without VNNI), fitted on such
+        spaces' records; :data:`PRIOR` for the rest (VNNI, float32 and other general stages)."""
+        if any(m.intrinsic.widened_in_call for m in space.matches.values()):
+            return PRIOR_PMADDWD
         return PRIOR
 
     def general_hint(self) -> str:

@@ -23,6 +23,8 @@ Features of one assignment, per tiled stage ``s`` and per tiling level ``L`` (``
 ``s.tile.loads``               ``1/V + 1/P``: vector loads per innermost body instance of the
                                register tile (the innermost spatial level: ``V`` its extent along
                                the output's last axis, ``P`` along the others)
+``s.tile.widens``              ``1/P`` (+ ``1/V``): operand widenings per instance of the register
+                               tile, for an intrinsic that widens B (and A) in every call
 ``s.padding.skipped``          ``log2(all / executed)`` body instances, where the padding guards
                                (:mod:`heronlike.postproc`) skip those whose reads lie in a
                                zero padding (:func:`_padding_skipped`); 0 when none are skipped
@@ -107,7 +109,7 @@ class ScheduleFeatures:
         for stage_name, nest in space.nests.items():
             stage = space.dag.stage(stage_name)
             derived += _level_features(stage, list(nest))
-            derived += _tile_loads(stage, list(nest))
+            derived += _tile_loads(stage, list(nest), space.matches.get(stage_name))
             derived += _padding_skipped(space, stage, list(nest), annotated)
             vector = [lp.extent for lp in nest if annotated.get(lp.sym) == "vectorize"]
             vector += [lanes for _, lanes in annotated.get(("block", stage_name), [])]
@@ -222,14 +224,22 @@ def _level_features(stage: Any, nest: list[Any]) -> list[Feature]:
     return out
 
 
-def _tile_loads(stage: Any, nest: list[Any]) -> list[Feature]:
+def _tile_loads(stage: Any, nest: list[Any], match: Any = None) -> list[Feature]:
     """``s.tile.loads`` of the register tile, the innermost spatial tiling level (its loops sit
     around the intrinsic or the vectorised body, unrolled). Per reduction step each of its
     ``V`` output vectors (its extent along the output's last axis, which the intrinsic
     vectorises) loads the weight once and each of its ``P`` other output points broadcasts
     the input once, for ``P * V`` body instances: ``(P + V) / (P * V) = 1/V + 1/P`` loads per
     instance (a 4 x 4 tile 0.5, a 4 x 1 one 1.25; the fewer, the closer to the intrinsic's
-    peak, as in oneDNN's register blocking). No feature when the stage has no spatial level."""
+    peak, as in oneDNN's register blocking). No feature when the stage has no spatial level.
+
+    For a stage tensorized onto an intrinsic that widens operands in every call
+    (:attr:`heronlike.intrinsic.Intrinsic.widened_in_call`: AVX2's ``vpmaddwd`` widens B, and
+    A unless it reads a pre-widened copy), also ``s.tile.widens``: the widening instructions
+    per instance, ``1/P`` for B (one per loaded vector) plus ``1/V`` for A (one per
+    broadcast). The loads alone do not tell a ``2 × 4`` tile from a ``4 × 2`` one, but on a
+    Zen 1 the ``4 × 2`` one widens half as many vectors and ran 1.08× faster (docs/results.md,
+    "The prior of vpmaddwd spaces")."""
     spatial = [lp.level for lp in nest if lp.level and lp.level.startswith("S")]
     if not spatial or not stage.write.axes:
         return []
@@ -238,7 +248,20 @@ def _tile_loads(stage: Any, nest: list[Any]) -> list[Feature]:
     vector = [lp.extent for lp in loops if last in lp.axis.split("+")]
     points = [lp.extent for lp in loops if last not in lp.axis.split("+")]
     v, p = _product_fn(vector, log=False), _product_fn(points, log=False)
-    return [(f"{stage.name}.tile.loads", lambda values: 1.0 / v(values) + 1.0 / p(values))]
+    out: list[Feature] = [
+        (f"{stage.name}.tile.loads", lambda values: 1.0 / v(values) + 1.0 / p(values))
+    ]
+    widened = set(match.intrinsic.widened_in_call) if match is not None else set()
+    if widened:
+        per_b = 1.0 if "b" in widened else 0.0
+        per_a = 1.0 if "a" in widened else 0.0
+        out.append(
+            (
+                f"{stage.name}.tile.widens",
+                lambda values: per_b / p(values) + per_a / v(values),
+            )
+        )
+    return out
 
 
 #: grid points (products of the axis extents of one padded dimension's conditions) above which

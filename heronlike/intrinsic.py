@@ -102,6 +102,11 @@ class Intrinsic:
             pairs of a u8 operand); the stage is matched on :attr:`a_dtype` and
             :class:`~heronlike.rules.widen.WidenOperand` gives it a copy of A in this dtype
             (exact: every ``a_dtype`` value fits). None: A is read as it is.
+        widened_in_call: the operand roles (``"a"``, ``"b"``) the registered implementation
+            widens in every call before it multiplies (``vpmovsxbw`` / ``vpmovzxbw`` ahead of
+            AVX2's ``vpmaddwd``): instructions each call issues beside the multiply, which the
+            schedule feature ``s.tile.widens`` counts per call of a register tile
+            (:mod:`heronlike.features`). Empty: operands are multiplied as loaded (VNNI).
     """
 
     name: str
@@ -121,6 +126,7 @@ class Intrinsic:
     pack_tile: tuple[int, int] | None = None
     register_tiles: Mapping[str, int] = field(default_factory=dict, compare=False)
     a_storage_dtype: str | None = None
+    widened_in_call: tuple[str, ...] = ()
 
     @property
     def signature(self) -> str:

@@ -17,8 +17,10 @@ The generic features are the :class:`~heronlike.features.ScheduleFeatures` of th
 without the stage: ``S1.volume`` instead of ``C.S1.volume``; ``register.fill``, ``L1.fill``,
 ``L2.fill`` (footprint / capacity of the memory levels), ``parallel.balance`` and
 ``parallel.extent``, ``unroll.depth`` (the stage's auto-unroll knob), ``tile.loads`` (the
-register tile's vector loads per intrinsic call) and ``padding.skipped`` (``log2`` of the work
-over what the padding guards let run). A feature a space does not have is 0.
+register tile's vector loads per intrinsic call), ``tile.widens`` (the operand widenings per
+call of an intrinsic that widens in the call: AVX2's ``vpmaddwd``) and ``padding.skipped``
+(``log2`` of the work over what the padding guards let run). A feature a space does not have
+is 0.
 
 ``padding.skipped`` is weighed from first principles rather than fitted: a compute-bound
 stage's latency scales with the work it runs, so ``-ln(latency)`` grows by ``ln 2`` per unit
@@ -67,6 +69,7 @@ GENERIC_FEATURES: tuple[str, ...] = (
     "R1.trips",
     "unroll.depth",
     "tile.loads",
+    "tile.widens",
     "padding.skipped",
 )
 
@@ -77,6 +80,7 @@ _LEVEL = re.compile(r"^(?P<stage>\w+)\.(?P<level>P|S\d|R\d|T)\.(?P<kind>\w+)$")
 _FILL = re.compile(r"^(?P<stage>\w+)\.(?P<mem>register|L1|L2)\.bytes\.fill$")
 _UNROLL = re.compile(r"^(?P<stage>\w+)\.unroll$")
 _LOADS = re.compile(r"^(?P<stage>\w+)\.tile\.loads$")
+_WIDENS = re.compile(r"^(?P<stage>\w+)\.tile\.widens$")
 _SKIPPED = re.compile(r"^(?P<stage>\w+)\.padding\.skipped$")
 
 
@@ -121,6 +125,7 @@ def generic_features(names: Sequence[str], x: np.ndarray) -> dict[str, np.ndarra
             (_FILL, lambda m: f"{m.group('mem')}.fill"),
             (_UNROLL, lambda m: "unroll.depth"),
             (_LOADS, lambda m: "tile.loads"),
+            (_WIDENS, lambda m: "tile.widens"),
             (_SKIPPED, lambda m: "padding.skipped"),
         ):
             m = pattern.match(name)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .measure import Builder, Runner
     from .prior import LinearPrior
     from .rules.base import ConstraintRule, Rule
+    from .space import Space
 
 ENTRY_POINT_GROUP = "heronlike.targets"
 
@@ -174,6 +175,12 @@ class DLATarget(ABC):
         (:mod:`heronlike.prior`, fitted on recorded tunes by ``benchmarks/prior_fit.py``), or
         None (the default): that round is RandSAT samples at random, as in Heron."""
         return None
+
+    def prior_for(self, space: Space) -> LinearPrior | None:
+        """The schedule prior for one space of this target: :meth:`prior` (the default). A
+        target whose spaces differ in kind (stages on different intrinsics) overrides it to
+        give each kind the prior fitted on its own records."""
+        return self.prior()
 
     # -- compute checks --------------------------------------------------------------------------
     def general_hint(self) -> str:

@@ -97,12 +97,16 @@ def test_no_feature_without_padding() -> None:
 
 
 def test_the_prior_ranks_skipped_work_first() -> None:
-    """The DL Boost prior weighs the feature ln 2 per halving of the work; of the 64 programs,
-    the prior's top quarter skips more of the padding on average than the bottom quarter."""
+    """The DL Boost prior weighs the feature ln 2 per halving of the work (the one of
+    ``vpmaddwd`` spaces, on a CPU without VNNI, fitted it: about as much); of the 64 programs,
+    the space's prior's top quarter skips more of the padding on average than the bottom
+    quarter."""
     assert "padding.skipped" in GENERIC_FEATURES
     space = _space()
-    prior = space.target.prior()
-    assert prior.weights["padding.skipped"] == pytest.approx(np.log(2)) == PADDING_SKIPPED_WEIGHT
+    assert space.target.prior().weights["padding.skipped"] == pytest.approx(np.log(2))
+    assert PADDING_SKIPPED_WEIGHT == pytest.approx(np.log(2))
+    prior = space.target.prior_for(space)  # what a tune of this space ranks by
+    assert prior.weights["padding.skipped"] == pytest.approx(np.log(2), rel=0.1)
     _, ex = search_for(space, "random", seed=2)
     points = ex.sampler.sample(64)
     x = ex.features(points)

@@ -14,6 +14,7 @@ from heronlike.prior import (
     LinearPrior,
     fit_linear_prior,
     generic_features,
+    generic_matrix,
     main_stage,
 )
 from heronlike.records import Records
@@ -210,3 +211,48 @@ def test_tile_loads_counts_the_register_tiles_loads_per_intrinsic_call() -> None
     assert got == pytest.approx(want)
     assert x[:, names.index("C.tile.loads")] == pytest.approx(want)
     assert len(set(want)) > 2  # the pool holds tiles of several shapes
+
+
+@pytest.mark.parametrize(
+    ("target", "widened"),
+    [
+        ("dlboost -general -mcpu=znver2", ("b",)),
+        ("dlboost -general -mcpu=znver2 -widen-a=0", ("a", "b")),
+        ("dlboost -mcpu=znver4", ()),
+    ],
+)
+def test_tile_widens_counts_the_operand_widenings_per_intrinsic_call(target, widened) -> None:
+    """``C.tile.widens`` (generic ``tile.widens``) on an int8 GEMM tensorized onto AVX2's
+    ``vpmaddwd`` (a Zen 2 target without VNNI, never run): B is widened once per loaded
+    vector, ``1/i`` per call of an ``i × j`` tile, and A, when read as uint8 rather than from
+    the pre-widened copy, once per broadcast, ``1/j``. VNNI widens nothing: no feature. Such
+    spaces rank by the prior fitted on them (``prior_for``); the others by the target's."""
+    from dla_targets.dlboost import PRIOR, PRIOR_PMADDWD
+
+    space = generate_space(ops.gemm(64, 64, 64, dtype="int8"), target)
+    _, ex = search_for(space, "random", seed=0)
+    pool = ex.sampler.sample(16)
+    names, x = ex.featurizer.names, ex.features(pool)
+    assert space.target.prior_for(space) == (PRIOR_PMADDWD if widened else PRIOR)
+    assert "tile.widens" in PRIOR_PMADDWD.weights and "tile.widens" not in PRIOR.weights
+    if not widened:
+        assert "C.tile.widens" not in names
+        assert np.all(generic_matrix(names, x, ("tile.widens",)) == 0)
+        return
+    want = [("b" in widened) / a["C.v_i.S2"] + ("a" in widened) / a["C.v_j.S2"] for a in pool]
+    assert generic_features(names, x)["tile.widens"] == pytest.approx(want)
+    # with A pre-widened, the loads alone cannot tell an i x j tile from a j x i one; the
+    # widenings can (with A widened too, they are the loads)
+    loads = generic_features(names, x)["tile.loads"]
+    differ = len(set(np.round(np.asarray(want) - loads, 6))) > 1
+    assert differ == (widened == ("b",))
+
+
+def test_float32_spaces_of_a_general_target_keep_the_targets_prior() -> None:
+    """On a CPU without VNNI (``-mcpu=znver2``), a float32 GEMM of the same ``-general``
+    target has no stage on ``vpmaddwd``: it ranks by the DL Boost prior, which the
+    ``vpmaddwd`` one would rank backwards (docs/results.md, "The prior of vpmaddwd spaces")."""
+    from dla_targets.dlboost import PRIOR
+
+    space = generate_space(ops.gemm(64, 64, 64, dtype="float32"), "dlboost -general -mcpu=znver2")
+    assert space.target.prior_for(space) == PRIOR == space.target.prior()

@@ -153,7 +153,9 @@ def search_for(
     csp = space.csp.search()  # finish knobs held at one value: settled by the session, not searched
     sampler = RandSAT(csp, seed=int(rng.integers(2**31 - 1)))
     featurizer = ScheduleFeatures(space)
-    chosen = prior if not isinstance(prior, bool) else space.target.prior() if prior else None
+    chosen = prior if not isinstance(prior, bool) else None
+    if prior is True:  # the target's prior for this space
+        chosen = space.target.prior_for(space)
     model = cost_model
     if model is None:
         model = XGBCostModel(seed=seed)
