@@ -19,10 +19,13 @@ on a CPU with AMX, as in the suite), its fastest kept.
 ``--from-records R`` starts from the case's best schedule in the records file ``R`` (a tune's,
 e.g. the suite's ``<case>/heronlike/records.sqlite``) instead: its parallel, reduction, order,
 write-back and unroll knobs kept, only the register tile changed (:func:`tuned_knobs`), to see
-whether a tune's kernel lost to a tile it did not try::
+whether a tune's kernel lost to a tile it did not try. It takes a batched product (BMM) too,
+its batch tile kept (``m`` rows of one matrix)::
 
     python benchmarks/register_tiles.py --cases G4 --tiles 4x4,8x2,2x8,16x1,8x1,4x2 \
         --from-records benchmarks/out/<suite run>/G4/heronlike/records.sqlite
+    python benchmarks/register_tiles.py --cases B1 --tiles 2x4,4x2,8x1,1x8,2x2,4x1 \
+        --from-records <records of a B1 tune>
 
 On a CPU without AVX512-VNNI the tiles are of the general mode's exact ``vpmaddwd`` intrinsic
 (AVX2: ``n`` vectors of 8 columns, each call widening its 16 bytes of B to int16 and reading A
@@ -97,13 +100,16 @@ def knobs(
 WHOLE_SPACE = "-accumulators=0 -split-axis-ops=0"
 
 #: the stage's knobs a register tile sweep keeps from a tuned schedule (the rest is derived)
-TUNED_KNOBS = re.compile(r"^C\.(v_[ijk]\.(S\d|R\d)|order@S1\.v_[ij]|write_back\.pos|unroll)$")
+TUNED_KNOBS = re.compile(
+    r"^C\.(v_[bijk]\.(S\d|R\d)|order@S1\.v_[bij]|write_back\.pos|unroll|widened_copy)$"
+)
 
 
 def tuned_knobs(assignment: dict[str, int], m: int, n: int) -> dict[str, int]:
-    """A tuned GEMM schedule (``assignment``, e.g. the best of a records file) with its register
-    tile made ``m × n``: its parallel, reduction, order, write-back and unroll knobs kept, and
-    each spatial axis's cache tile (``S1``) taking what its register tile (``S2``) gives up.
+    """A tuned GEMM or BMM schedule (``assignment``, e.g. the best of a records file) with its
+    register tile made ``m × n`` (rows by vectors; a BMM's batch tile kept): its parallel,
+    reduction, order, write-back, unroll and widened-copy knobs kept, and each spatial axis's
+    cache tile (``S1``) taking what its register tile (``S2``) gives up.
 
     Raises:
         ValueError: the schedule's tile of an axis (``S1 × S2``) is not split that way.
@@ -119,8 +125,11 @@ def tuned_knobs(assignment: dict[str, int], m: int, n: int) -> dict[str, int]:
 
 def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
     case = suite.case_compute(spec, "int8", mode)
-    if case.op != "gemm":
-        raise ValueError(f"{spec}: register_tiles.py times GEMMs only, not {case.op}")
+    tuned_only = case.op == "bmm" and getattr(a, "from_records", None)
+    if case.op != "gemm" and not tuned_only:
+        raise ValueError(
+            f"{spec}: register_tiles.py times GEMMs (and BMMs --from-records), not {case.op}"
+        )
     target = f"{mode.target} {WHOLE_SPACE}"
     spaces = {"": generate_space(case.compute, target)}
     if getattr(a, "compare_widen_a", False):
@@ -145,11 +154,11 @@ def one_case(spec: str, a: argparse.Namespace, mode, work: Path) -> list[dict]:
             programs[f"{m}x{n}{suffix}"] = sp.program(point)
     notes: dict[str, str] = {}
     seconds = suite.time_programs(
-        programs, space, a.rounds, work, torch_case=("gemm", case.params), notes=notes
+        programs, space, a.rounds, work, torch_case=(case.op, case.params), notes=notes
     )
     torch_s, torch_path = seconds.pop("pytorch", None), notes.get("pytorch", "")
     best = min(seconds.values())
-    ops_count = 2 * case.params["M"] * case.params["N"] * case.params["K"]
+    ops_count = 2 * case.params.get("B", 1) * case.params["M"] * case.params["N"] * case.params["K"]
     rows = []
     for (m, n), suffix in ((t, x) for x in spaces for t in tiles):
         s = seconds[f"{m}x{n}{suffix}"]
