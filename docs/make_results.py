@@ -2404,6 +2404,14 @@ TABLES: dict[str, Table] = {
             "--baseline benchmarks/priors/dlboost-2026-11-29.json",
             rows=prior_by_case,
         ),
+        Table(  # the prior of vpmaddwd spaces against the one they had before, in tunes
+            "prior-pmaddwd-zen1",
+            ("prior_pmaddwd-amd-epyc-f23m1-2026-12-06.csv",),
+            PRIOR_REFIT_COLUMNS,
+            "python benchmarks/prior_effect.py --cases B1,G3,C1D1,C2D6 --seeds 3 "
+            "--baseline benchmarks/priors/dlboost-2026-12-06.json",
+            rows=prior_by_case,
+        ),
         Table(  # a register tile of at least the latency-hiding count, in tunes
             "target-options-accumulators",
             ("target_options-intel-r-xeon-r-processor-f6m207-2026-11-29.csv",),
@@ -2458,6 +2466,18 @@ TABLES: dict[str, Table] = {
             "python benchmarks/register_tiles.py --cases G4 --tiles 4x4,8x2,2x8,16x1,8x1,4x2,2x4 "
             "--from-records benchmarks/out/suite-launch-small/G4/heronlike/records.sqlite "
             "(then --tiles 4x4,8x2 --rounds 7)",
+        ),
+        Table(  # a tuned B1 schedule with its register tile changed, on vpmaddwd (Zen 1)
+            "register-tiles-tuned-b1-zen1",
+            ("register_tiles_vpmaddwd_tuned-amd-epyc-f23m1-2026-12-06.csv",),
+            (
+                REGISTER_TILE_COLUMNS[0],
+                *REGISTER_TILE_COLUMNS[2:5],
+                Col("G op/s", "{gops:.0f}"),
+                *REGISTER_TILE_COLUMNS[5:],
+            ),
+            "python benchmarks/register_tiles.py --cases B1 --tiles 4x2,8x1,2x4,2x2,4x1,1x8 "
+            "--rounds 3 --from-records <records of a B1 tune>",
         ),
         Table(  # a GEMV's streaming options against DL Boost's rules, point by point
             "gemv-stream",
