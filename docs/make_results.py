@@ -2736,6 +2736,12 @@ TABLES: dict[str, Table] = {
             PYTORCH_SEEDS_TRIALS_COLUMNS,
             "python benchmarks/suite.py --quick --cases B4,B1,G3,C1D1,C2D6 --no-metaschedule",
         ),
+        Table(  # the products below 90 % in the Zen 1's table, with the prior of vpmaddwd spaces
+            "suite-general-prior-zen1-2026-12-06",
+            ("suite_general-prior-amd-epyc-zen1-2026-12-06.csv",),
+            PYTORCH_SEEDS_TRIALS_COLUMNS,
+            "python benchmarks/suite.py --quick --cases B1,G3,C1D1,C2D6 --no-metaschedule",
+        ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
             "suite-fair-general-zen2",
             (FAIR_GENERAL_ZEN2_CSV,),
