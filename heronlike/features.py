@@ -109,7 +109,7 @@ class ScheduleFeatures:
         for stage_name, nest in space.nests.items():
             stage = space.dag.stage(stage_name)
             derived += _level_features(stage, list(nest))
-            derived += _tile_loads(stage, list(nest), space.matches.get(stage_name))
+            derived += _tile_features(stage, list(nest), space.matches.get(stage_name))
             derived += _padding_skipped(space, stage, list(nest), annotated)
             vector = [lp.extent for lp in nest if annotated.get(lp.sym) == "vectorize"]
             vector += [lanes for _, lanes in annotated.get(("block", stage_name), [])]
@@ -224,14 +224,15 @@ def _level_features(stage: Any, nest: list[Any]) -> list[Feature]:
     return out
 
 
-def _tile_loads(stage: Any, nest: list[Any], match: Any = None) -> list[Feature]:
-    """``s.tile.loads`` of the register tile, the innermost spatial tiling level (its loops sit
-    around the intrinsic or the vectorised body, unrolled). Per reduction step each of its
-    ``V`` output vectors (its extent along the output's last axis, which the intrinsic
-    vectorises) loads the weight once and each of its ``P`` other output points broadcasts
-    the input once, for ``P * V`` body instances: ``(P + V) / (P * V) = 1/V + 1/P`` loads per
-    instance (a 4 x 4 tile 0.5, a 4 x 1 one 1.25; the fewer, the closer to the intrinsic's
-    peak, as in oneDNN's register blocking). No feature when the stage has no spatial level.
+def _tile_features(stage: Any, nest: list[Any], match: Any = None) -> list[Feature]:
+    """``s.tile.loads`` (and ``s.tile.widens``) of the register tile, the innermost spatial
+    tiling level (its loops sit around the intrinsic or the vectorised body, unrolled). Per
+    reduction step each of its ``V`` output vectors (its extent along the output's last axis,
+    which the intrinsic vectorises) loads the weight once and each of its ``P`` other output
+    points broadcasts the input once, for ``P * V`` body instances:
+    ``(P + V) / (P * V) = 1/V + 1/P`` loads per instance (a 4 x 4 tile 0.5, a 4 x 1 one 1.25;
+    the fewer, the closer to the intrinsic's peak, as in oneDNN's register blocking). No
+    feature when the stage has no spatial level.
 
     For a stage tensorized onto an intrinsic that widens operands in every call
     (:attr:`heronlike.intrinsic.Intrinsic.widened_in_call`: AVX2's ``vpmaddwd`` widens B, and

@@ -91,8 +91,9 @@ def tune(
         records: SQLite file (default ``heronlike_runs/records.sqlite``) or open Records.
         batch_size: candidates proposed, built and measured per round.
         prior: whether the explorer ranks its first, untrained round by the target's schedule
-            prior (:meth:`heronlike.target.DLATarget.prior`, :mod:`heronlike.prior`; DL Boost has
-            one). False, or a target without one: that round is random RandSAT samples, as in
+            prior for the compute's space (:meth:`heronlike.target.DLATarget.prior_for`,
+            :mod:`heronlike.prior`; DL Boost has one for stages on ``vpmaddwd`` and one for the
+            rest). False, or a target without one: that round is random RandSAT samples, as in
             Heron. A :class:`~heronlike.prior.LinearPrior` is used instead of the target's (a
             prior refitted on your own records). Explorers ``cga``, ``cga1``, ``ga``, ``sa``
             and ``random`` use it. Anything else raises ``InvalidArgumentError``.
