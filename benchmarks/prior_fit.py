@@ -113,6 +113,14 @@ def load(
     return out, skipped
 
 
+def split_out(items: list, keys: list[str], out: set[str]) -> tuple[list, list]:
+    """``items`` (one per workload, in the order of their ``keys``) split into those whose key
+    is not in ``out`` and those whose key is (the held-out workloads)."""
+    return [x for x, k in zip(items, keys) if k not in out], [
+        x for x, k in zip(items, keys) if k in out
+    ]
+
+
 def current_points(space: Space, rows: list[tuple[str, float]]) -> tuple[list[dict], list[float]]:
     """The records ``(assignment JSON, latency)`` as points of today's ``space``: each
     record's knobs, every derived variable recomputed (:meth:`heronlike.csp.CSP.complete`), so
@@ -269,10 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     held_spaces: list[Space] = []
     if a.hold_out:
         out = case_keys(a.hold_out)
-        held = [w for w, k in zip(data, keys) if k in out]
-        held_spaces = [s for s, k in zip(spaces, keys) if k in out]
-        data = [w for w, k in zip(data, keys) if k not in out]
-        spaces = [s for s, k in zip(spaces, keys) if k not in out]
+        data, held = split_out(data, keys, out)
+        spaces, held_spaces = split_out(spaces, keys, out)
     print(
         f"{len(data)} workloads, {sum(len(w[2]) for w in data)} trials "
         f"({len(held)} more held out); skipped {len(skipped)}"
