@@ -61,7 +61,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -675,6 +676,61 @@ def measure_clock_hz(seconds: float = 0.05, repeats: int = 5) -> float:
     return _clock_hz(_library(()), seconds, repeats)
 
 
+def _kernel_function(lib: ctypes.CDLL, name: str) -> Any:
+    """Kernel ``name`` of ``lib`` (:func:`_library`) as a ctypes function ``(iters, threads) ->
+    seconds``."""
+    fn = getattr(lib, name)
+    fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_longlong, ctypes.c_int]
+    return fn
+
+
+def _calibrated_iters(fn: Any, threads: int, seconds: float) -> int:
+    """Iterations of kernel ``fn`` (:func:`_kernel_function`) that run about ``seconds`` on
+    ``threads`` threads; the calibration runs also warm up the clocks."""
+    iters = 1 << 16
+    while fn(iters, threads) < seconds / 4:
+        iters *= 2
+    return max(1, int(iters * seconds / max(fn(iters, threads), 1e-9)))
+
+
+def peak_probe(kernel: str, threads: int, seconds: float = 0.01) -> Callable[[], float]:
+    """One kernel's peak as a probe to take beside other timings: a callable that runs
+    ``kernel`` (a name of :data:`KERNELS` or :data:`TILE_KERNELS`) on ``threads`` OpenMP
+    threads and returns its op/s, the faster of two runs of about ``seconds / 2`` each (a run
+    the OS or the hypervisor interrupts reads slower, never faster). Calibrated once, here.
+    ``benchmarks/suite.py`` takes one reading before each turn of the harness's samples, so
+    each sample has the peak of the machine's state at that moment (a VM's peak read 72-80 G
+    op/s within one evening, each state holding for minutes: docs/results.md, "The peak in the
+    harness's turns").
+
+    After each reading the probe sleeps 2 ms, untimed, so that OpenMP's spinning threads
+    (libgomp spins a while before it sleeps) are idle before the next kernel's turn.
+
+    Raises:
+        KeyError: no such kernel.
+        ValueError: this CPU lacks its instructions.
+        subprocess.CalledProcessError: gcc failed.
+    """
+    needed, _, ops, count = _spec(kernel)
+    missing = set(needed) - cpu_flags()
+    if missing:
+        raise ValueError(f"peak kernel {kernel} needs {sorted(missing)}, which this CPU lacks")
+    if kernel in TILE_KERNELS:
+        from heronlike.dla_targets.amx import request_amx_permission
+
+        request_amx_permission()
+    fn = _kernel_function(_library((kernel,)), kernel)
+    iters = _calibrated_iters(fn, threads, seconds / 2)
+    per_run = ops * count * iters * threads
+
+    def probe() -> float:
+        rate = per_run / min(fn(iters, threads), fn(iters, threads))
+        time.sleep(0.002)
+        return rate
+
+    return probe
+
+
 def measure_peaks(
     threads: list[int] | None = None,
     repeats: int = 5,
@@ -716,15 +772,11 @@ def measure_peaks(
         return rows
     lib = _library(tuple(names))
     for name in names:
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_longlong, ctypes.c_int]
+        fn = _kernel_function(lib, name)
         _, _, ops, count = _spec(name)
         ops_per_iter = ops * count
         for t in threads:
-            iters = 1 << 16
-            while fn(iters, t) < seconds / 4:  # calibrate, and warm up the clocks
-                iters *= 2
-            iters = int(iters * seconds / max(fn(iters, t), 1e-9))
+            iters = _calibrated_iters(fn, t, seconds)
             rates = [ops_per_iter * iters * t / fn(iters, t) for _ in range(repeats)]
             med = statistics.median(rates)
             rows.append(

@@ -85,6 +85,12 @@ TVM's ``time_evaluator`` (a loop in C++) in fresh processes; the harness also ti
 parallel kernel in every turn of the kernels, called from Python like them
 (``launch_harness_us``, ``launch_near_us`` / ``launch_far_us``), with the ceilings these leave
 (``launch_ceiling_harness_pct``, ``_near_pct``, ``_far_pct``: :data:`LAUNCH_CEILINGS`).
+Since a VM's peak moves with its speed state (the Zen 1 VM read 72-80 G op/s within one
+evening, each state holding minutes), the harness also reads the peak kernel before every turn
+of the tuned kernels' and PyTorch's samples, in their own processes
+(:func:`benchmarks.peak.peak_probe`, about 10 ms): ``*_pct_peak_turns`` is each column's
+median over its samples of its op/s against the peak of its own turn, ``peak_turns_gops``
+those readings' median (:func:`add_peak_turn_columns`).
 
 **Requantised outputs** (``--requantize``): PyTorch has no int8 convolution with an int32
 output; its quantised ``Conv*d`` / ``ConvTranspose2d`` requantise into a u8 output, a quarter of
@@ -768,6 +774,7 @@ def _tvm_kernels_worker(
     torch_case: tuple[str, dict[str, int], int] | None = None,
     placement: int | None = None,
     launch_threads: int | None = None,
+    peak: tuple[str, int] | None = None,
 ):
     """Harness worker for the tuned kernels, in this process: prepare the process for each
     target key of ``prepare`` (:func:`heronlike.target.prepare_process_for`: AMX's tile
@@ -780,7 +787,9 @@ def _tvm_kernels_worker(
     kernels in the list of callables. With ``launch_threads``, so does an empty parallel
     kernel on that many threads (:func:`benchmarks.peak.parallel_launch_kernel`): TVM's
     launch and join as the harness times it, called from Python like the kernels, in the same
-    turns (the state of the machine that slows a small kernel slows it too).
+    turns (the state of the machine that slows a small kernel slows it too). With ``peak``
+    ``(kernel, threads)``, one reading of that peak kernel (:func:`benchmarks.peak.peak_probe`)
+    is taken before each turn, after the core-to-core round trip.
 
     Returns:
         ``(results, share)``: one ``(samples in seconds or None, correct, message)`` per kernel,
@@ -788,7 +797,9 @@ def _tvm_kernels_worker(
         timing's wall seconds ``wall_s``; empty if nothing was timed). With ``torch_case``,
         ``share["torch"]`` maps each PyTorch path to its samples and ``share["torch_failed"]``
         lists the paths that could not be built; with ``launch_threads``, ``share["launch"]``
-        holds the empty kernel's samples (absent where it could not be built).
+        holds the empty kernel's samples (absent where it could not be built); with ``peak``,
+        ``share["peak_ops"]`` the peak's reading in op/s before each turn (absent, and
+        ``share["peak_failed"]`` saying why, where it could not be read).
     """
     import numpy as np
     import tvm
@@ -847,7 +858,8 @@ def _tvm_kernels_worker(
         except Exception as err:  # noqa: BLE001 - the kernels are still timed
             extra["launch_failed"] = _short(err)
     trips: list[float] = []
-    probe = _round_trip_probe(trips)
+    readings: list[float] = []
+    probe = _turn_probe(_round_trip_probe(trips), _peak_probe(readings, peak, extra))
     before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
     try:
         with _no_grad() if paths else contextlib.nullcontext():
@@ -864,7 +876,51 @@ def _tvm_kernels_worker(
         extra["launch"] = timed[-1]
     if len(trips) == samples:
         extra["round_trip_ns"] = trips
+    if len(readings) == samples:
+        extra["peak_ops"] = readings
     return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall, **extra}
+
+
+def _peak_probe(
+    readings: list[float], peak: tuple[str, int] | None, failed: dict[str, Any]
+) -> Callable[[], None] | None:
+    """What the harness worker runs before each turn besides the round trip: one reading of
+    the peak kernel ``peak`` ``(kernel, threads)`` (:func:`benchmarks.peak.peak_probe`, about
+    10 ms) appended to ``readings`` (op/s); None without ``peak``. A peak that cannot be read
+    ends the probing, not the timing: ``failed["peak_failed"]`` then says why and ``readings``
+    stays short, so the caller leaves it out."""
+    if peak is None:
+        return None
+    try:
+        from benchmarks.peak import peak_probe
+
+        read = peak_probe(*peak)
+    except Exception as err:  # noqa: BLE001 - the kernels are still timed
+        failed["peak_failed"] = _short(err)
+        return None
+
+    def probe() -> None:
+        if "peak_failed" in failed:
+            return
+        try:
+            readings.append(read())
+        except Exception as err:  # noqa: BLE001
+            failed["peak_failed"] = _short(err)
+
+    return probe
+
+
+def _turn_probe(*probes: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One probe running each of ``probes`` that is not None, in order; None when none is."""
+    run = [p for p in probes if p is not None]
+    if not run:
+        return None
+
+    def probe() -> None:
+        for p in run:
+            p()
+
+    return probe
 
 
 def _round_trip_probe(trips: list[float]) -> Callable[[], None] | None:
@@ -1069,6 +1125,8 @@ def time_tvm_kernels(
     torch_case: tuple[str, dict[str, int]] | None = None,
     turns: dict[str, list[tuple[float, float]]] | None = None,
     launch: list[float] | None = None,
+    peak_kernel: str | None = None,
+    peaks: dict[str, list[tuple[float, float]]] | None = None,
 ) -> dict[str, tuple[float | None, bool, str]]:
     """Time exported kernels (``name -> (library, arrays in the kernel's layout)``) with the
     harness: ``rounds`` fresh processes, one after the other, each checking every kernel's
@@ -1094,7 +1152,11 @@ def time_tvm_kernels(
     measured just before the sample's turn (:func:`_round_trip_probe`); processes that could not
     measure it add nothing. ``launch``, if given, receives the samples (seconds per call) of an
     empty parallel kernel on ``threads`` threads timed in the same turns (TVM's launch and join
-    as the harness times it, :func:`_tvm_kernels_worker`), and ``turns["launch"]`` its pairs."""
+    as the harness times it, :func:`_tvm_kernels_worker`), and ``turns["launch"]`` its pairs.
+    ``peaks``, if given with ``peak_kernel`` (a kernel of :data:`benchmarks.peak.KERNELS`),
+    receives for each timed kernel one ``(peak op/s, seconds)`` per sample: that peak kernel's
+    reading taken just before the sample's turn (:func:`_peak_probe`); a process that could not
+    read it adds nothing, and its log entries say why (``peak_failed``)."""
 
     import numpy as np
 
@@ -1132,6 +1194,7 @@ def time_tvm_kernels(
                     worker_torch,
                     r,  # each process places the arguments its own way
                     threads if launch is not None else None,
+                    (peak_kernel, threads) if peak_kernel and peaks is not None else None,
                     timeout_s=600,
                     num_threads=threads,
                 )
@@ -1139,6 +1202,7 @@ def time_tvm_kernels(
                 results, share = [(None, False, f"harness: {_short(err)}")] * len(order), {}
             round_torch = share.pop("torch", {})
             trips = share.pop("round_trip_ns", None)
+            readings = share.pop("peak_ops", None)
             round_launch = share.pop("launch", None)
             timed_turns = [(name, res[0]) for name, res in zip(order, results, strict=True)]
             if launch is not None and round_launch:
@@ -1147,6 +1211,8 @@ def time_tvm_kernels(
             for name, samples in timed_turns:
                 if turns is not None and trips and samples:
                     turns.setdefault(name, []).extend(zip(trips, samples, strict=True))
+                if peaks is not None and readings and samples and name in kernels:
+                    peaks.setdefault(name, []).extend(zip(readings, samples, strict=True))
             torch_failed += [f for f in share.pop("torch_failed", []) if f not in torch_failed]
             for path, samples in round_torch.items():
                 torch_seen.setdefault(path, []).extend(samples)
@@ -1252,14 +1318,20 @@ def time_programs(
 
 
 def _torch_worker(
-    op: str, params: dict[str, int], samples: int, threads: int
-) -> tuple[float, str, list[tuple[float, float]]]:
+    op: str,
+    params: dict[str, int],
+    samples: int,
+    threads: int,
+    peak_kernel: str | None = None,
+) -> tuple[float, str, list[tuple[float, float]], list[tuple[float, float]]]:
     """The harness's PyTorch process: every int8 CPU path PyTorch has for the case, each timed
     on its own (:func:`heronlike.baselines.torch_path_samples`), with the core-to-core round
-    trip measured before each sample (:func:`_round_trip_probe`). Returns ``(seconds, text,
-    pairs)``: the fastest path's median (``median_low``) and the text naming it and the others
-    (:func:`heronlike.baselines.fastest_path`), and that path's ``(round trip ns, seconds)``
-    per sample (empty where the round trip could not be measured).
+    trip measured before each sample (:func:`_round_trip_probe`), and with ``peak_kernel`` one
+    reading of that peak kernel after it (:func:`_peak_probe`). Returns ``(seconds, text,
+    pairs, peaks)``: the fastest path's median (``median_low``) and the text naming it and the
+    others (:func:`heronlike.baselines.fastest_path`), that path's ``(round trip ns, seconds)``
+    per sample (empty where the round trip could not be measured), and its ``(peak op/s,
+    seconds)`` per sample (empty without ``peak_kernel`` or where the peak could not be read).
 
     Raises:
         RuntimeError: no path ran (each failure named).
@@ -1268,11 +1340,17 @@ def _torch_worker(
     from heronlike.baselines import fastest_path, torch_path_samples
 
     trips: dict[str, list[float]] = {}
+    readings: dict[str, list[float]] = {}
     probes: dict[str, Callable[[], None] | None] = {}
+    peak = (peak_kernel, threads) if peak_kernel else None
+    failed_peak: dict[str, Any] = {}
 
     def before_sample(name: str) -> None:
         if name not in probes:
-            probes[name] = _round_trip_probe(trips.setdefault(name, []))
+            probes[name] = _turn_probe(
+                _round_trip_probe(trips.setdefault(name, [])),
+                _peak_probe(readings.setdefault(name, []), peak, failed_peak),
+            )
         probe = probes[name]
         if probe is not None:
             probe()
@@ -1281,9 +1359,11 @@ def _torch_worker(
     medians = {name: statistics.median_low(got) for name, got in timed.items()}
     seconds, what = fastest_path(medians, failed, op)
     best = min(medians, key=medians.__getitem__)
-    got = trips.get(best, [])
-    pairs = list(zip(got, timed[best], strict=True)) if len(got) == samples else []
-    return seconds, what, pairs
+
+    def paired(got: list[float]) -> list[tuple[float, float]]:
+        return list(zip(got, timed[best], strict=True)) if len(got) == samples else []
+
+    return seconds, what, paired(trips.get(best, [])), paired(readings.get(best, []))
 
 
 def time_pytorch(
@@ -1291,20 +1371,24 @@ def time_pytorch(
     params: dict[str, int],
     threads: int,
     turns: list[tuple[float, float]] | None = None,
+    peak_kernel: str | None = None,
+    peaks: list[tuple[float, float]] | None = None,
 ) -> tuple[float | None, str]:
     """PyTorch's fastest int8 path through the harness, in a process of its own
     (:func:`_torch_worker`); ``(seconds or None, what ran)``. ``turns``, if given, receives
     that path's ``(core-to-core round trip ns, seconds)`` per sample
-    (:func:`add_core_state_columns`' ``pytorch``)."""
+    (:func:`add_core_state_columns`' ``pytorch``); ``peaks``, if given with ``peak_kernel``,
+    its ``(peak op/s, seconds)`` per sample (:func:`add_peak_turn_columns`)."""
     from heronlike.measure import run_in_subprocess
 
     try:
-        seconds, what, pairs = run_in_subprocess(
+        seconds, what, pairs, peak_pairs = run_in_subprocess(
             _worker("_torch_worker"),
             op,
             params,
             HARNESS_SAMPLES,
             threads,
+            peak_kernel if peaks is not None else None,
             timeout_s=600,
             num_threads=threads,
         )
@@ -1314,6 +1398,8 @@ def time_pytorch(
         return None, f"PyTorch failed: {_short(err)}"
     if turns is not None:
         turns.extend(pairs)
+    if peaks is not None:
+        peaks.extend(peak_pairs)
     return seconds, what
 
 
@@ -1904,9 +1990,11 @@ def run_case(
     print(f"[{name}] timing: tuned kernels, PyTorch, numpy ...", flush=True)
     torch_runs: list[tuple[float | None, str]] = []
     torch_turns: list[tuple[float, float]] = []
+    torch_peaks: list[tuple[float, float]] = []
     row["harness_children"] = " ".join(descendants())
     log: list[dict[str, Any]] = []
     turns: dict[str, list[tuple[float, float]]] = {}
+    peaks: dict[str, list[tuple[float, float]]] = {}
     launch: list[float] = []
     timed = time_tvm_kernels(
         kernels,
@@ -1915,11 +2003,15 @@ def run_case(
         tgt.cores,
         rounds,
         also=lambda _: torch_runs.append(
-            time_pytorch(op, run_params, tgt.cores, turns=torch_turns)
+            time_pytorch(
+                op, run_params, tgt.cores, torch_turns, peak_kernel=peak[0], peaks=torch_peaks
+            )
         ),
         log=log,
         turns=turns,
         launch=launch,
+        peak_kernel=peak[0],
+        peaks=peaks,
     )
     row["harness_log"] = harness_log_text(log)
     for who, (lat, correct, msg) in timed.items():
@@ -1940,6 +2032,7 @@ def run_case(
     t, row["numpy_impl"] = numpy_op(op, run_params, threads=tgt.cores, repeat=HARNESS_SAMPLES)
     row["numpy_ms"] = t * 1e3 if t else None
     derive(row, flop, peak[1])
+    add_peak_turn_columns(row, flop, {**peaks, "pytorch": torch_peaks}, log)
     add_memory_floor(row, *dag_bytes(dag), "measured with the case")
     add_trial_columns(row, case_dir)
     add_target_columns(row)
@@ -1955,6 +2048,48 @@ def _set_pct_peak(row: dict[str, Any], flop: float, peak: float | None) -> None:
     for who in ("heronlike", "ms", "pytorch"):
         ms = row.get(f"{who}_fastest_process_ms")
         row[f"{who}_pct_peak_fastest_process"] = _pct(flop, ms, peak)
+
+
+#: the columns whose samples get a % of the peak read in their own turns
+PEAK_TURN_COLUMNS = ("heronlike", "ms", "heronlike_eq_wall", "pytorch")
+
+
+def add_peak_turn_columns(
+    row: dict[str, Any],
+    flop: float,
+    peaks: dict[str, Sequence[tuple[float, float]]],
+    log: Sequence[dict[str, Any]] = (),
+) -> None:
+    """The row's % of the peak read in the harness's own turns: ``peaks`` maps each timed
+    column to its ``(peak op/s, seconds)`` per sample (:func:`time_tvm_kernels`' and
+    :func:`time_pytorch`'s ``peaks``: the peak kernel read just before the sample's turn, in
+    the same process).
+
+    ``<who>_pct_peak_turns`` (for each of :data:`PEAK_TURN_COLUMNS` timed, status ok or
+    PyTorch with a latency): the median over its samples of ``flop / seconds / peak``, in %,
+    each sample against the peak of its own turn, so a VM that changes its speed state between
+    the run's peak measurement and a case (the Zen 1 VM: 72-80 G op/s within one evening)
+    moves both alike. ``peak_turns_gops`` (median), ``peak_turns_low_gops`` and
+    ``peak_turns_high_gops``: the readings of the tuned kernels' turns (PyTorch's when no
+    kernel was timed), in G op/s. ``peak_turns_note``: why a column has none (the peak could
+    not be read, from ``log``'s ``peak_failed``). Beside the run's one peak (``*_pct_peak``),
+    not instead of it."""
+    for who in PEAK_TURN_COLUMNS:
+        timed = row.get(f"{who}_ms") if who == "pytorch" else row.get(f"{who}_status") == "ok"
+        pairs = peaks.get(who) or []
+        if timed and pairs:
+            row[f"{who}_pct_peak_turns"] = statistics.median(
+                100.0 * flop / seconds / rate for rate, seconds in pairs
+            )
+    kernels = [pairs for who, pairs in peaks.items() if who != "pytorch" and pairs]
+    readings = [rate for rate, _ in (kernels[0] if kernels else peaks.get("pytorch") or [])]
+    if readings:
+        row["peak_turns_gops"] = statistics.median(readings) / 1e9
+        row["peak_turns_low_gops"] = min(readings) / 1e9
+        row["peak_turns_high_gops"] = max(readings) / 1e9
+    failed = {e["peak_failed"] for e in log if e.get("peak_failed")}
+    if failed:
+        row["peak_turns_note"] = "peak not read in some turns: " + "; ".join(sorted(failed))
 
 
 def settle_peak(rows: list[dict[str, Any]], first: float, again: float) -> None:
@@ -2022,6 +2157,9 @@ COLUMNS = (
     "speedup_vs_ms_fastest_process", "speedup_vs_pytorch_fastest_process",
     "heronlike_pct_peak_fastest_process", "ms_pct_peak_fastest_process",
     "pytorch_pct_peak_fastest_process",
+    "peak_turns_gops", "peak_turns_low_gops", "peak_turns_high_gops", "peak_turns_note",
+    "heronlike_pct_peak_turns", "ms_pct_peak_turns", "heronlike_eq_wall_pct_peak_turns",
+    "pytorch_pct_peak_turns",
     "round_trip_ns_low", "round_trip_ns_median", "round_trip_ns_high", "round_trip_ns_reference",
     "far_turn_share", "heronlike_near_ms", "ms_near_ms", "heronlike_eq_wall_near_ms",
     "heronlike_far_ms", "ms_far_ms", "heronlike_eq_wall_far_ms", "speedup_vs_ms_near",
@@ -2064,7 +2202,7 @@ _BOOL_COLUMNS = (
 )
 _TEXT_COLUMNS = {
     "case", "op", "params", "shape_run", "padded", "source", "dtype", "mode", "peak_kernel",
-    "intrinsic", "memory_floor_note", "bound",
+    "intrinsic", "memory_floor_note", "bound", "peak_turns_note",
     "explorer",
     "heronlike_status", "ms_status", "heronlike_eq_wall_status", "ms_weights", "pytorch_impl",
     "numpy_impl", "heronlike_target", "ms_target", "timing", "vnni_note", "epilogue",
@@ -2089,7 +2227,9 @@ def _summary(row: dict[str, Any]) -> str:
         f"heronlike {_fmt(row.get('heronlike_ms'))} ms ({row.get('heronlike_status')}, VNNI "
         f"{_fmt(row.get('heronlike_vnni'))}), MetaSchedule {_fmt(row.get('ms_ms'))} ms "
         f"({row.get('ms_status')}, VNNI {_fmt(row.get('ms_vnni'))}), PyTorch "
-        f"{_fmt(row.get('pytorch_ms'))} ms, numpy {_fmt(row.get('numpy_ms'))} ms"
+        f"{_fmt(row.get('pytorch_ms'))} ms, numpy {_fmt(row.get('numpy_ms'))} ms; % of the "
+        f"peak in the same turns: heronlike {_fmt(row.get('heronlike_pct_peak_turns'))}, "
+        f"PyTorch {_fmt(row.get('pytorch_pct_peak_turns'))}"
     )
 
 

@@ -211,6 +211,26 @@ def test_core_round_trip_waits_for_the_other_core() -> None:
         peak.core_round_trip_ns(pair, trips=0)
 
 
+def test_a_peak_probe_reads_what_the_peak_table_reads() -> None:
+    """The probe the harness reads before each turn runs the table's kernel: on one thread its
+    readings agree with :func:`peak.measure_peaks` within what a shared machine moves in a few
+    seconds; a kernel this CPU lacks is a ValueError, an unknown one a KeyError."""
+    names = sorted(_kernels_here() & set(peak.KERNELS))
+    if not names:
+        pytest.skip("no FMA or VNNI on this CPU")
+    name = names[0]
+    probe = peak.peak_probe(name, 1)
+    readings = [probe() for _ in range(5)]
+    (row,) = peak.measure_peaks(threads=[1], repeats=3, seconds=0.05, kernels=[name])
+    assert 0.7 < statistics.median(readings) / float(row["ops_per_s"]) < 1.3, (readings, row)
+    lacking = sorted(set(peak.KERNELS) - _kernels_here())
+    if lacking:
+        with pytest.raises(ValueError, match="which this CPU lacks"):
+            peak.peak_probe(lacking[0], 1)
+    with pytest.raises(KeyError):
+        peak.peak_probe("no_such_kernel", 1)
+
+
 def test_measured_peak_is_physically_possible() -> None:
     """One core issues at most 2 FMA / VNNI instructions per cycle, so fp32 AVX2 FMA stays
     below 2 ports × 16 FLOP × clock (about 100 GFLOP/s at this Zen 3's 3.2 GHz). The merged

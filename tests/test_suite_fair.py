@@ -284,8 +284,13 @@ def test_pytorch_gets_preallocated_outputs_where_its_call_takes_one(op, params) 
     # timed that way too, beside the allocating ones, and the fastest is its column
     pytest.importorskip("torch")
     turns: list[tuple[float, float]] = []
-    t, what = suite.time_pytorch(op, params, threads=1, turns=turns)
+    peaks: list[tuple[float, float]] = []
+    kernel = _peak_kernel_here()
+    t, what = suite.time_pytorch(op, params, 1, turns, peak_kernel=kernel, peaks=peaks)
     assert t is not None and t > 0, what
+    if kernel is not None:  # the fastest path's samples, each with the peak read before it
+        assert len(peaks) == suite.HARNESS_SAMPLES and all(r > 1e9 for r, _ in peaks), peaks
+        assert statistics.median_low(sec for _, sec in peaks) == t
     assert "failed" not in what, what
     assert what.count("out=)") == 1, what
     # the fastest path's samples, each with the round trip measured before it (none where the
@@ -458,6 +463,13 @@ def test_metaschedule_gets_heronlikes_layout(target, op, params) -> None:  # noq
     np.testing.assert_array_equal(tensors[out].numpy(), expected[out])
 
 
+def _peak_kernel_here() -> str | None:
+    """A peak kernel of :mod:`benchmarks.peak` this CPU runs (the AVX2 FMA one first), or
+    None."""
+    flags = cpu_flags()
+    return next((n for n, k in peak.KERNELS.items() if set(k[0]) <= flags), None)
+
+
 def _run_suite(tmp_path: Path, *extra: str, trials: int = 2) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--cases", "gemm:32,32,32",
            "--trials", str(trials), "--batch", "2", "--out", str(tmp_path), *extra]  # fmt: skip
@@ -494,6 +506,10 @@ def _check_outputs(
     assert row["padded"] == "" and row["shape_run"] == row["params"]
     if row["peak_gops"]:
         assert float(row["heronlike_pct_peak"]) > 0
+        # the peak read in every turn of the harness: kernels and PyTorch against their own
+        low, mid, high = (float(row[f"peak_turns{k}_gops"]) for k in ("_low", "", "_high"))
+        assert 0 < low <= mid <= high, row
+        assert float(row["heronlike_pct_peak_turns"]) > 0 and not row["peak_turns_note"]
     _check_roofline(row)
     summary = list(csv.DictReader(summary_path.open()))
     overs = {(s["column"], s["over"]) for s in summary}
@@ -714,6 +730,7 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
     kernel = (tuned.kernel.export_library(tmp_path / "k.so"), tuned.space.prepare_args(arrays))
     log: list[dict] = []
     turns: dict[str, list[tuple[float, float]]] = {}
+    peaks: dict[str, list[tuple[float, float]]] = {}
     launch: list[float] = []
     timed = suite.time_tvm_kernels(
         {"heronlike": kernel},
@@ -725,8 +742,16 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
         torch_case=("gemm", params),
         turns=turns,
         launch=launch,
+        peak_kernel=_peak_kernel_here(),
+        peaks=peaks,
     )
     assert timed["heronlike"][1] and timed["heronlike"][0] > 0, timed
+    if _peak_kernel_here() is not None:  # one peak reading before each turn, in the process
+        assert len(peaks["heronlike"]) == 2 * suite.HARNESS_SAMPLES, peaks
+        if turns:  # the same samples as the round trips label
+            assert [s for _, s in peaks["heronlike"]] == [s for _, s in turns["heronlike"]]
+        assert all(rate > 1e9 and sec > 0 for rate, sec in peaks["heronlike"])
+        assert set(peaks) == {"heronlike"}  # the empty launch kernel gets no peak pairs
     assert "launch" not in timed  # the empty kernel is no column
     # the empty parallel kernel took its samples in the same turns, and costs less than a GEMM
     assert len(launch) == 2 * suite.HARNESS_SAMPLES and all(t > 0 for t in launch), launch
@@ -747,6 +772,35 @@ def test_pytorch_can_be_timed_in_the_kernels_processes(tmp_path: Path) -> None:
     paths = [e for e in log if e["kernel"].startswith("pytorch ")]
     assert {e["round"] for e in paths} == {0, 1} and len(paths) >= 2 * 3, log
     assert all(e["seconds"] > 0 for e in paths)
+
+
+def test_each_sample_is_read_against_the_peak_of_its_own_turn() -> None:
+    """A kernel that runs at 90 % of the peak in every turn reads 90 % although the peak
+    halves in some turns (a VM's slow state slowing both alike), where the run's one peak
+    would read it far lower; PyTorch's samples are read against their own turns' peaks; a
+    column that did not run gets nothing; a peak that could not be read is named."""
+    flop = 1e9
+    peaks = [80e9, 80e9, 40e9, 80e9, 40e9]
+    kernel = [(rate, flop / (0.9 * rate)) for rate in peaks]
+    torch = [(rate, flop / (0.8 * rate)) for rate in (80e9, 40e9, 40e9)]
+    row = {"heronlike_status": "ok", "ms_status": "error: x", "pytorch_ms": 20.0}
+    log = [{"round": 0, "kernel": "heronlike"}, {"round": 1, "peak_failed": "no gcc"}]
+    suite.add_peak_turn_columns(
+        row, flop, {"heronlike": kernel, "ms": kernel, "pytorch": torch}, log
+    )
+    assert row["heronlike_pct_peak_turns"] == pytest.approx(90.0)
+    assert row["pytorch_pct_peak_turns"] == pytest.approx(80.0)
+    assert "ms_pct_peak_turns" not in row and "heronlike_eq_wall_pct_peak_turns" not in row
+    assert (row["peak_turns_low_gops"], row["peak_turns_gops"], row["peak_turns_high_gops"]) == (
+        40.0, 80.0, 80.0,
+    )  # fmt: skip
+    assert row["peak_turns_note"] == "peak not read in some turns: no gcc"
+    # against the median peak alone, the slow turns' samples would read the kernel at 45 %
+    assert statistics.median(100 * flop / sec / 80e9 for _, sec in kernel) == pytest.approx(90)
+    assert min(100 * flop / sec / 80e9 for _, sec in kernel) == pytest.approx(45)
+    empty: dict = {"heronlike_status": "ok"}
+    suite.add_peak_turn_columns(empty, flop, {"heronlike": [], "pytorch": []})
+    assert not any(k.startswith("peak_turns") or k.endswith("_turns") for k in empty)
 
 
 def test_the_harness_launch_gives_each_core_state_its_ceiling() -> None:
