@@ -693,18 +693,26 @@ def _calibrated_iters(fn: Any, threads: int, seconds: float) -> int:
     return max(1, int(iters * seconds / max(fn(iters, threads), 1e-9)))
 
 
+#: runs per reading of :func:`peak_probe`, which keeps the fastest
+PROBE_RUNS = 3
+#: seconds :func:`peak_probe` sleeps before and after a reading, untimed: the spinning threads
+#: of the runtime that ran before it (TVM's pool, PyTorch's or this kernel's OpenMP) go idle
+PROBE_PAUSE_S = 0.002
+
+
 def peak_probe(kernel: str, threads: int, seconds: float = 0.01) -> Callable[[], float]:
     """One kernel's peak as a probe to take beside other timings: a callable that runs
     ``kernel`` (a name of :data:`KERNELS` or :data:`TILE_KERNELS`) on ``threads`` OpenMP
-    threads and returns its op/s, the faster of two runs of about ``seconds / 2`` each (a run
-    the OS or the hypervisor interrupts reads slower, never faster). Calibrated once, here.
-    ``benchmarks/suite.py`` takes one reading before each turn of the harness's samples, so
-    each sample has the peak of the machine's state at that moment (a VM's peak read 72-80 G
-    op/s within one evening, each state holding for minutes: docs/results.md, "The peak in the
-    harness's turns").
+    threads and returns its op/s, the fastest of :data:`PROBE_RUNS` runs that take about
+    ``seconds`` together (a run the OS, the hypervisor or another thread pool interrupts reads
+    slower, never faster). Calibrated once, here. ``benchmarks/suite.py`` takes one reading
+    before each turn of the harness's samples, so each sample has the peak of the machine's
+    state at that moment (a VM's peak read 71-95 G op/s within one day, each state holding for
+    minutes: docs/results.md, "The peak in the harness's turns").
 
-    After each reading the probe sleeps 2 ms, untimed, so that OpenMP's spinning threads
-    (libgomp spins a while before it sleeps) are idle before the next kernel's turn.
+    Before and after each reading the probe sleeps :data:`PROBE_PAUSE_S`, untimed: right after
+    a TVM kernel, TVM's worker threads spin on and took half the cores from a reading (22 of
+    72 G op/s on a Zen 1 VM), and OpenMP's threads spin after this kernel likewise.
 
     Raises:
         KeyError: no such kernel.
@@ -720,12 +728,13 @@ def peak_probe(kernel: str, threads: int, seconds: float = 0.01) -> Callable[[],
 
         request_amx_permission()
     fn = _kernel_function(_library((kernel,)), kernel)
-    iters = _calibrated_iters(fn, threads, seconds / 2)
+    iters = _calibrated_iters(fn, threads, seconds / PROBE_RUNS)
     per_run = ops * count * iters * threads
 
     def probe() -> float:
-        rate = per_run / min(fn(iters, threads), fn(iters, threads))
-        time.sleep(0.002)
+        time.sleep(PROBE_PAUSE_S)
+        rate = per_run / min(fn(iters, threads) for _ in range(PROBE_RUNS))
+        time.sleep(PROBE_PAUSE_S)
         return rate
 
     return probe
