@@ -1471,6 +1471,41 @@ def peak_counts(rows: list[Row]) -> list[Row]:
     return [{"case": "rows at >= 90 % of peak", "shape_run": text}]
 
 
+#: heronlike against PyTorch with the peak read in the harness's turns beside the run's one
+PEAK_TURNS_COLUMNS = (
+    Col("case", "{case}"),
+    Col("heronlike ms", "{heronlike_ms:.3f}"),
+    Col("PyTorch ms", "{pytorch_ms:.3f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col(
+        "peak G op/s: the run's / the turns' median (lowest–highest)",
+        "{peak_gops:.1f} / {peak_turns_gops:.1f} ({peak_turns_low_gops:.0f}–"
+        "{peak_turns_high_gops:.0f})",
+    ),
+    Col("% of the run's peak H / PyTorch", "{heronlike_pct_peak:.0f} / {pytorch_pct_peak:.0f}"),
+    Col(
+        "% of each turn's peak H / PyTorch",
+        "{heronlike_pct_peak_turns:.0f} / {pytorch_pct_peak_turns:.0f}",
+    ),
+)
+
+
+def peak_turn_counts(rows: list[Row]) -> list[Row]:
+    """A summary row: on the GEMM and convolution rows, how many of heronlike's and PyTorch's
+    reach 90 % of the run's one peak and of each turn's own (``*_pct_peak_turns``)."""
+    rows = [r for r in rows if r.get("op") in PEAK_OPS and r.get("heronlike_pct_peak_turns")]
+
+    def count(col: str) -> int:
+        return sum(isinstance(r.get(col), int | float) and r[col] >= 90 for r in rows)
+
+    parts = [
+        f"{who} {count(f'{key}_pct_peak')} / {count(f'{key}_pct_peak_turns')}"
+        for who, key in (("heronlike", "heronlike"), ("PyTorch", "pytorch"))
+    ]
+    text = f"of {len(rows)} GEMM/conv rows (the run's peak / each turn's): " + ", ".join(parts)
+    return [{"case": f"rows at >= 90 % of peak: {text}"}]
+
+
 def _num(row: Row, col: str) -> float | None:
     v = row.get(col)
     return float(v) if isinstance(v, int | float) else None
@@ -2741,6 +2776,14 @@ TABLES: dict[str, Table] = {
             ("suite_general-prior-amd-epyc-zen1-2026-12-06.csv",),
             PYTORCH_SEEDS_TRIALS_COLUMNS,
             "python benchmarks/suite.py --quick --cases B1,G3,C1D1,C2D6 --no-metaschedule",
+        ),
+        Table(  # the GEMM and convolution rows with the peak read in the harness's turns
+            "suite-peak-turns-zen1-2026-12-07",
+            ("suite_general-peak-turns-amd-epyc-zen1-2026-12-07.csv",),
+            PEAK_TURNS_COLUMNS,
+            "python benchmarks/suite.py --quick --cases G1,G3,B1,B4,C1D1,C1D3,C1D5,C2D1,C2D6,"
+            "C3D2,C3D3,C3D5,D1,D4,T1,T4 --no-metaschedule",
+            summary=peak_turn_counts,
         ),
         Table(  # the convolutions on a Zen 2 (AVX2 only), the padding guards back
             "suite-fair-general-zen2",
