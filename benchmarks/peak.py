@@ -700,15 +700,17 @@ PROBE_RUNS = 3
 PROBE_PAUSE_S = 0.002
 
 
+@functools.cache
 def peak_probe(kernel: str, threads: int, seconds: float = 0.01) -> Callable[[], float]:
     """One kernel's peak as a probe to take beside other timings: a callable that runs
     ``kernel`` (a name of :data:`KERNELS` or :data:`TILE_KERNELS`) on ``threads`` OpenMP
     threads and returns its op/s, the fastest of :data:`PROBE_RUNS` runs that take about
     ``seconds`` together (a run the OS, the hypervisor or another thread pool interrupts reads
-    slower, never faster). Calibrated once, here. ``benchmarks/suite.py`` takes one reading
-    before each turn of the harness's samples, so each sample has the peak of the machine's
-    state at that moment (a VM's peak read 71-95 G op/s within one day, each state holding for
-    minutes: docs/results.md, "The peak in the harness's turns").
+    slower, never faster). Calibrated once per process and arguments (the harness's PyTorch
+    process reads it before each sample of each path). ``benchmarks/suite.py`` takes one
+    reading before each turn of the harness's samples, so each sample has the peak of the
+    machine's state at that moment (a VM's peak read 71-95 G op/s within one night, each state
+    holding seconds to minutes: docs/results.md, "The peak in the harness's turns").
 
     Before and after each reading the probe sleeps :data:`PROBE_PAUSE_S`, untimed: right after
     a TVM kernel, TVM's worker threads spin on and took half the cores from a reading (22 of

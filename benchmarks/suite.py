@@ -85,9 +85,9 @@ TVM's ``time_evaluator`` (a loop in C++) in fresh processes; the harness also ti
 parallel kernel in every turn of the kernels, called from Python like them
 (``launch_harness_us``, ``launch_near_us`` / ``launch_far_us``), with the ceilings these leave
 (``launch_ceiling_harness_pct``, ``_near_pct``, ``_far_pct``: :data:`LAUNCH_CEILINGS`).
-Since a VM's peak moves with its speed state (the Zen 1 VM read 72-80 G op/s within one
-evening, each state holding minutes), the harness also reads the peak kernel before every turn
-of the tuned kernels' and PyTorch's samples, in their own processes
+Since a VM's peak moves with its speed state (the Zen 1 VM read 71-95 G op/s within one
+night, each state holding seconds to minutes), the harness also reads the peak kernel before
+every turn of the tuned kernels' and PyTorch's samples, in their own processes
 (:func:`benchmarks.peak.peak_probe`, about 10 ms): ``*_pct_peak_turns`` is each column's
 median over its samples of its op/s against the peak of its own turn, ``peak_turns_gops``
 those readings' median (:func:`add_peak_turn_columns`).
@@ -2068,7 +2068,7 @@ def add_peak_turn_columns(
     ``<who>_pct_peak_turns`` (for each of :data:`PEAK_TURN_COLUMNS` timed, status ok or
     PyTorch with a latency): the median over its samples of ``flop / seconds / peak``, in %,
     each sample against the peak of its own turn, so a VM that changes its speed state between
-    the run's peak measurement and a case (the Zen 1 VM: 72-80 G op/s within one evening)
+    the run's peak measurement and a case (the Zen 1 VM: 71-95 G op/s within one night)
     moves both alike. ``peak_turns_gops`` (median), ``peak_turns_low_gops`` and
     ``peak_turns_high_gops``: the readings of the tuned kernels' turns (PyTorch's when no
     kernel was timed), in G op/s. ``peak_turns_note``: why a column has none (the peak could

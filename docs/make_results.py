@@ -1455,16 +1455,18 @@ PYTORCH_SEEDS_TRIALS_COLUMNS = (
 PEAK_OPS = ("gemm", "bmm", "c1d", "c2d", "c3d", "dil", "t2d")
 
 
+def _at_90(rows: list[Row], col: str) -> int:
+    """How many of ``rows`` have ``col`` (a % of the peak) at 90 or above."""
+    return sum(isinstance(r.get(col), int | float) and r[col] >= 90 for r in rows)
+
+
 def peak_counts(rows: list[Row]) -> list[Row]:
     """A summary row: on the GEMM and convolution rows, how many of each column reach 90 % of
     the measured peak, by the median over all processes and by the fastest process."""
     rows = [r for r in rows if r.get("op") in PEAK_OPS and r.get("heronlike_pct_peak")]
-
-    def count(col: str) -> int:
-        return sum(isinstance(r.get(col), int | float) and r[col] >= 90 for r in rows)
-
     parts = [
-        f"{who} {count(f'{key}_pct_peak')} / {count(f'{key}_pct_peak_fastest_process')}"
+        f"{who} {_at_90(rows, f'{key}_pct_peak')} / "
+        f"{_at_90(rows, f'{key}_pct_peak_fastest_process')}"
         for who, key in (("heronlike", "heronlike"), ("MS", "ms"), ("PyTorch", "pytorch"))
     ]
     text = f"of {len(rows)} GEMM/conv rows (all processes / fastest): " + ", ".join(parts)
@@ -1494,12 +1496,8 @@ def peak_turn_counts(rows: list[Row]) -> list[Row]:
     """A summary row: on the GEMM and convolution rows, how many of heronlike's and PyTorch's
     reach 90 % of the run's one peak and of each turn's own (``*_pct_peak_turns``)."""
     rows = [r for r in rows if r.get("op") in PEAK_OPS and r.get("heronlike_pct_peak_turns")]
-
-    def count(col: str) -> int:
-        return sum(isinstance(r.get(col), int | float) and r[col] >= 90 for r in rows)
-
     parts = [
-        f"{who} {count(f'{key}_pct_peak')} / {count(f'{key}_pct_peak_turns')}"
+        f"{who} {_at_90(rows, f'{key}_pct_peak')} / {_at_90(rows, f'{key}_pct_peak_turns')}"
         for who, key in (("heronlike", "heronlike"), ("PyTorch", "pytorch"))
     ]
     text = f"of {len(rows)} GEMM/conv rows (the run's peak / each turn's): " + ", ".join(parts)
