@@ -859,7 +859,8 @@ def _tvm_kernels_worker(
             extra["launch_failed"] = _short(err)
     trips: list[float] = []
     readings: list[float] = []
-    probe = _turn_probe(_round_trip_probe(trips), _peak_probe(readings, peak, extra))
+    peak_failed: list[str] = []
+    probe = _turn_probe(_round_trip_probe(trips), _peak_probe(readings, peak, peak_failed))
     before, own, wall = _cpu_counters(), time.process_time(), time.perf_counter()
     try:
         with _no_grad() if paths else contextlib.nullcontext():
@@ -878,17 +879,19 @@ def _tvm_kernels_worker(
         extra["round_trip_ns"] = trips
     if len(readings) == samples:
         extra["peak_ops"] = readings
+    if peak_failed:
+        extra["peak_failed"] = peak_failed[0]
     return out, {**cpu_share(before, _cpu_counters(), own), "wall_s": wall, **extra}
 
 
 def _peak_probe(
-    readings: list[float], peak: tuple[str, int] | None, failed: dict[str, Any]
+    readings: list[float], peak: tuple[str, int] | None, failed: list[str]
 ) -> Callable[[], None] | None:
     """What the harness worker runs before each turn besides the round trip: one reading of
     the peak kernel ``peak`` ``(kernel, threads)`` (:func:`benchmarks.peak.peak_probe`, about
     10 ms) appended to ``readings`` (op/s); None without ``peak``. A peak that cannot be read
-    ends the probing, not the timing: ``failed["peak_failed"]`` then says why and ``readings``
-    stays short, so the caller leaves it out."""
+    ends the probing, not the timing (:func:`_reading_probe`): ``failed`` then says why and
+    ``readings`` stays short, so the caller leaves it out."""
     if peak is None:
         return None
     try:
@@ -896,16 +899,25 @@ def _peak_probe(
 
         read = peak_probe(*peak)
     except Exception as err:  # noqa: BLE001 - the kernels are still timed
-        failed["peak_failed"] = _short(err)
+        failed.append(_short(err))
         return None
+    return _reading_probe(read, readings, failed)
+
+
+def _reading_probe(
+    read: Callable[[], float], sink: list[float], failed: list[str]
+) -> Callable[[], None]:
+    """A probe appending ``read()`` to ``sink`` each time it runs, until a reading raises:
+    that error's text goes to ``failed`` and the probe does nothing from then on (the kernels
+    are still timed; ``sink`` stays short)."""
 
     def probe() -> None:
-        if "peak_failed" in failed:
+        if failed:
             return
         try:
-            readings.append(read())
-        except Exception as err:  # noqa: BLE001
-            failed["peak_failed"] = _short(err)
+            sink.append(read())
+        except Exception as err:  # noqa: BLE001 - the kernels are still timed
+            failed.append(_short(err))
 
     return probe
 
@@ -933,17 +945,7 @@ def _round_trip_probe(trips: list[float]) -> Callable[[], None] | None:
     pair = round_trip_cpus()
     if pair is None:
         return None
-    broken: list[str] = []
-
-    def probe() -> None:
-        if broken:
-            return
-        try:
-            trips.append(core_round_trip_ns(pair))
-        except Exception as err:  # noqa: BLE001 - the kernels are still timed
-            broken.append(str(err))
-
-    return probe
+    return _reading_probe(lambda: core_round_trip_ns(pair), trips, [])
 
 
 def _no_grad() -> Any:
@@ -1343,7 +1345,7 @@ def _torch_worker(
     readings: dict[str, list[float]] = {}
     probes: dict[str, Callable[[], None] | None] = {}
     peak = (peak_kernel, threads) if peak_kernel else None
-    failed_peak: dict[str, Any] = {}
+    failed_peak: list[str] = []
 
     def before_sample(name: str) -> None:
         if name not in probes:
