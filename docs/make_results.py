@@ -1616,6 +1616,18 @@ FAIR_VNNI_HARNESS_STATE_COLUMNS = FAIR_VNNI_STATE_COLUMNS + (
     ),
 )
 
+#: ... with the peak read before every turn of the harness's samples (suite.py since 2026-12-07)
+FAIR_VNNI_TURNS_COLUMNS = FAIR_VNNI_HARNESS_STATE_COLUMNS + (
+    Col(
+        "% of each turn's peak H / MS / PyTorch",
+        "{heronlike_pct_peak_turns:.0f} / {ms_pct_peak_turns:.0f} / {pytorch_pct_peak_turns:.0f}",
+    ),
+    Col(
+        "peak G op/s in the turns (lowest–highest)",
+        "{peak_turns_gops:.0f} ({peak_turns_low_gops:.0f}–{peak_turns_high_gops:.0f})",
+    ),
+)
+
 #: the fair table's geomean columns once each column's fastest process is in the CSV
 FAIR_VNNI_FASTEST_SPEEDUPS = (
     "speedup_vs_ms",
@@ -1762,6 +1774,8 @@ FAIR_VNNI_ZEN5_DEC_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-12-01.csv"
 #: ... and the Zen 5 run before it (each kernel's samples back to back)
 FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
+#: the fair table on a Zen 4 with the peak read in every turn (2026-12-07)
+FAIR_VNNI_ZEN4_TURNS_CSV = "suite_fair-turns-vnni-amd-epyc-zen4-2026-12-07.csv"
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
 OPEN_ROWS32_XEON_EMR_CSV = "suite_open-rows32-vnni-intel-xeon-emr-2026-12-05.csv"
@@ -1933,6 +1947,10 @@ PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
 #: the README's summary of the fair DL Boost tables, one row per machine: its short name and
 #: the docs/results.md section of its table
 FAIR_MACHINES = {
+    FAIR_VNNI_ZEN4_TURNS_CSV: (
+        "AMD EPYC Zen 4",
+        "the-fair-table-on-a-zen-4-2026-12-07-the-peak-read-in-every-turn",
+    ),
     "suite_fair-rule-vnni-intel-xeon-emr-2026-12-05.csv": (
         "Intel Xeon, Emerald Rapids (PyTorch capped at VNNI)",
         "the-fair-table-on-an-emerald-rapids-xeon-2026-12-05-every-column-labelled-near-or-far",
@@ -1944,10 +1962,6 @@ FAIR_MACHINES = {
     "suite_fair-vnni-intel-xeon-f6m167-2026-12-01.csv": (
         "Intel Xeon (PyTorch capped at VNNI)",
         "the-fair-table-on-an-intel-xeon-vnni-pytorch-capped-at-vnni",
-    ),
-    "suite_fair-vnni-amd-epyc-zen4-2026-12-02.csv": (
-        "AMD EPYC Zen 4",
-        "the-fair-table-on-a-zen-4-again-vnni-each-columns-fastest-process-beside",
     ),
 }
 
@@ -2186,6 +2200,18 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --trials 16 --batch 8 --no-metaschedule --no-equal-wall "
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
+        ),
+        Table(  # ... on a Zen 4, the peak read before every turn of the harness's samples
+            "suite-fair-vnni-zen4-2026-12-07-turns",
+            (FAIR_VNNI_ZEN4_TURNS_CSV,),
+            FAIR_VNNI_TURNS_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=both(
+                fair_geomeans(FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
+                peak_counts,
+                peak_turn_counts,
+                convergence_counts,
+            ),
         ),
         Table(  # ... on an Emerald Rapids Xeon, with SplitAxisNotInnermost, every column labelled
             "suite-fair-vnni-xeon-emr-2026-12-05-rule",
