@@ -1776,6 +1776,23 @@ FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
 #: the fair table on a Zen 4 with the peak read in every turn (2026-12-07)
 FAIR_VNNI_ZEN4_TURNS_CSV = "suite_fair-turns-vnni-amd-epyc-zen4-2026-12-07.csv"
+#: ... its rows lost to MetaSchedule or PyTorch (and GV2, even), tuned again at seed 1
+LOST_ROWS_SEED1_ZEN4_CSV = "suite_lost-rows-seed1-vnni-amd-epyc-zen4-2026-12-07.csv"
+LOST_ROWS_SEED1_COLUMNS = (
+    Col("case", "{case}"),
+    Col("seed", "{seed}"),
+    Col("heronlike ms (tuning-time best)", "{heronlike_ms:.4g} ({heronlike_tuning_best_ms:.4g})"),
+    Col("MetaSchedule ms (tuning-time best)", "{ms_ms:.4g} ({ms_tuning_best_ms:.4g})"),
+    Col("PyTorch ms", "{pytorch_ms:.4g}"),
+    Col("vs MS", "{speedup_vs_ms:.2f}"),
+    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+    Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
+    Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
+    Col(
+        "% of each turn's peak H / MS / PyTorch",
+        "{heronlike_pct_peak_turns:.0f} / {ms_pct_peak_turns:.0f} / {pytorch_pct_peak_turns:.0f}",
+    ),
+)
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
 OPEN_ROWS32_XEON_EMR_CSV = "suite_open-rows32-vnni-intel-xeon-emr-2026-12-05.csv"
@@ -2212,6 +2229,14 @@ TABLES: dict[str, Table] = {
                 peak_turn_counts,
                 convergence_counts,
             ),
+        ),
+        Table(  # ... its lost rows tuned again at seed 1, beside seed 0's rows
+            "suite-lost-rows-seed1-zen4-2026-12-07",
+            (FAIR_VNNI_ZEN4_TURNS_CSV, LOST_ROWS_SEED1_ZEN4_CSV),
+            LOST_ROWS_SEED1_COLUMNS,
+            "python benchmarks/suite.py --quick --cases B3,C3D1,GV2 --seed 1  "
+            "(seed 0: the table above)",
+            where=lambda r: r["case"] in ("B3", "C3D1", "GV2"),
         ),
         Table(  # ... on an Emerald Rapids Xeon, with SplitAxisNotInnermost, every column labelled
             "suite-fair-vnni-xeon-emr-2026-12-05-rule",
