@@ -1616,12 +1616,14 @@ FAIR_VNNI_HARNESS_STATE_COLUMNS = FAIR_VNNI_STATE_COLUMNS + (
     ),
 )
 
+#: each column's median % of the peak read just before its turn (suite.py since 2026-12-07)
+PCT_PEAK_TURNS_COL = Col(
+    "% of each turn's peak H / MS / PyTorch",
+    "{heronlike_pct_peak_turns:.0f} / {ms_pct_peak_turns:.0f} / {pytorch_pct_peak_turns:.0f}",
+)
 #: ... with the peak read before every turn of the harness's samples (suite.py since 2026-12-07)
 FAIR_VNNI_TURNS_COLUMNS = FAIR_VNNI_HARNESS_STATE_COLUMNS + (
-    Col(
-        "% of each turn's peak H / MS / PyTorch",
-        "{heronlike_pct_peak_turns:.0f} / {ms_pct_peak_turns:.0f} / {pytorch_pct_peak_turns:.0f}",
-    ),
+    PCT_PEAK_TURNS_COL,
     Col(
         "peak G op/s in the turns (lowest–highest)",
         "{peak_turns_gops:.0f} ({peak_turns_low_gops:.0f}–{peak_turns_high_gops:.0f})",
@@ -1788,10 +1790,7 @@ LOST_ROWS_SEED1_COLUMNS = (
     Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
     Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
     Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
-    Col(
-        "% of each turn's peak H / MS / PyTorch",
-        "{heronlike_pct_peak_turns:.0f} / {ms_pct_peak_turns:.0f} / {pytorch_pct_peak_turns:.0f}",
-    ),
+    PCT_PEAK_TURNS_COL,
 )
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
