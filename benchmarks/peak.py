@@ -61,8 +61,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -695,9 +696,74 @@ def _calibrated_iters(fn: Any, threads: int, seconds: float) -> int:
 
 #: runs per reading of :func:`peak_probe`, which keeps the fastest
 PROBE_RUNS = 3
-#: seconds :func:`peak_probe` sleeps before and after a reading, untimed: the spinning threads
-#: of the runtime that ran before it (TVM's pool, PyTorch's or this kernel's OpenMP) go idle
+#: seconds :func:`peak_probe` sleeps before a reading, untimed, so the threads of the runtime
+#: that ran before it (TVM's pool, PyTorch's OpenMP) yield the cores
 PROBE_PAUSE_S = 0.002
+#: seconds :func:`wait_for_idle_threads` sleeps where it cannot see the threads' states:
+#: libgomp's threads spun 7.7 ms after each reading on an AMD EPYC Zen 4 VM (2026-12-07)
+IDLE_FALLBACK_S = 0.03
+#: the longest :func:`wait_for_idle_threads` waits, in seconds
+IDLE_WAIT_MAX_S = 0.2
+#: seconds between two looks of :func:`wait_for_idle_threads` at the threads' states
+IDLE_POLL_S = 0.0005
+
+
+def running_threads() -> set[int] | None:
+    """The threads of this process other than the caller that are running or runnable now
+    (state ``R`` in ``/proc/self/task/<tid>/stat``, Linux): a thread that spins is, one that
+    sleeps on a futex is not. None where the states cannot be read. (Their CPU time in
+    ``schedstat`` would not tell: Linux adds a running thread's time only at a scheduler tick
+    or a switch, so a thread spinning on a core of its own reads idle for up to a tick.)"""
+    me = threading.get_native_id()
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return None
+    out: set[int] = set()
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended since the listing
+            continue
+        if stat[stat.rindex(")") + 2 :].startswith("R"):
+            out.add(tid)
+    return out
+
+
+def wait_for_idle_threads(
+    ignore: Collection[int] = (), max_s: float = IDLE_WAIT_MAX_S, poll_s: float = IDLE_POLL_S
+) -> float | None:
+    """Sleep until no thread of this process but the caller and those in ``ignore`` runs
+    (:func:`running_threads`, at two looks ``poll_s`` apart), or ``max_s`` passed. Returns the
+    seconds waited, or None where the threads' states cannot be read (then it slept
+    :data:`IDLE_FALLBACK_S`).
+
+    :func:`peak_probe` waits so after each reading, ``ignore`` being the threads that ran
+    before it: its OpenMP threads spin on after their parallel region before they sleep
+    (libgomp's ``GOMP_SPINCOUNT``, 300,000 spins by default: 7.7 ms on an AMD EPYC Zen 4 VM),
+    and a kernel timed meanwhile shares its cores with them. A 15 µs convolution whose
+    samples (means of 10 ms of calls) followed a reading and a 2 ms pause ran 1.29× slower
+    than those that followed none (19.9 against 15.4 µs, medians of 20 samples each, one
+    process; docs/results.md, "The probe's threads spun into the next sample"). TVM's worker
+    threads, which spin (yielding) for some 0.1 s after a kernel, are left running: waiting
+    for them too sent them to sleep, and the next kernel then ran 1.3-1.5× slower for about
+    15 ms while they woke."""
+    start = time.perf_counter()
+    quiet = 0
+    while quiet < 2:
+        running = running_threads()
+        if running is None:
+            time.sleep(IDLE_FALLBACK_S)
+            return None
+        quiet = 0 if running - set(ignore) else quiet + 1
+        if quiet < 2 and time.perf_counter() - start < max_s:
+            time.sleep(poll_s)
+        elif quiet < 2:
+            break
+    return time.perf_counter() - start
 
 
 @functools.cache
@@ -712,9 +778,11 @@ def peak_probe(kernel: str, threads: int, seconds: float = 0.01) -> Callable[[],
     machine's state at that moment (a VM's peak read 71-95 G op/s within one night, each state
     holding seconds to minutes: docs/results.md, "The peak in the harness's turns").
 
-    Before and after each reading the probe sleeps :data:`PROBE_PAUSE_S`, untimed: right after
-    a TVM kernel, TVM's worker threads spin on and took half the cores from a reading (22 of
-    72 G op/s on a Zen 1 VM), and OpenMP's threads spin after this kernel likewise.
+    Before each reading the probe sleeps :data:`PROBE_PAUSE_S`, untimed: right after a TVM
+    kernel, TVM's worker threads spin on and took half the cores from a reading (22 of 72 G
+    op/s on a Zen 1 VM). After it, it waits until the threads the reading set spinning (its
+    OpenMP threads) sleep again (:func:`wait_for_idle_threads`): they spun on for 7.7 ms on
+    a Zen 4, where a fixed 2 ms pause left the sample timed next 1.29× slower.
 
     Raises:
         KeyError: no such kernel.
@@ -735,8 +803,9 @@ def peak_probe(kernel: str, threads: int, seconds: float = 0.01) -> Callable[[],
 
     def probe() -> float:
         time.sleep(PROBE_PAUSE_S)
+        before = running_threads() or set()
         rate = per_run / min(fn(iters, threads) for _ in range(PROBE_RUNS))
-        time.sleep(PROBE_PAUSE_S)
+        wait_for_idle_threads(ignore=before)
         return rate
 
     return probe

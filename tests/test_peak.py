@@ -14,6 +14,8 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -286,3 +288,50 @@ def test_memory_floor_grows_with_the_bytes_moved() -> None:
     small = peak.measure_memory_floor(16 * 1024, 16 * 1024, threads=1, samples=5)
     large = peak.measure_memory_floor(4 << 20, 4 << 20, threads=1, samples=5)
     assert 0 < small < large, (small, large)
+
+
+def test_waiting_for_idle_threads_outlasts_a_spinning_thread() -> None:
+    """A thread that spins 60 ms keeps :func:`peak.wait_for_idle_threads` waiting until it
+    ends; told to ignore it, the wait returns at once; with nothing new spinning it returns
+    within a few looks. (Threads that earlier tests left running, a TVM pool's, are ignored
+    throughout.)"""
+    base = peak.running_threads()
+    if base is None:
+        pytest.skip("no /proc/self/task: the threads' states cannot be read")
+    started = threading.Event()
+
+    def spin(seconds: float) -> None:
+        started.set()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    worker = threading.Thread(target=spin, args=(0.06,))
+    worker.start()
+    started.wait()
+    waited = peak.wait_for_idle_threads(ignore=base)
+    assert not worker.is_alive() and waited is not None and 0.03 < waited < peak.IDLE_WAIT_MAX_S
+    started.clear()
+    other = threading.Thread(target=spin, args=(0.3,))
+    other.start()
+    started.wait()
+    assert peak.wait_for_idle_threads(ignore={*base, other.native_id}) < 0.15
+    other.join()
+    assert peak.wait_for_idle_threads(ignore=base) < 0.15
+
+
+def test_a_peak_probe_leaves_no_thread_of_its_own_running() -> None:
+    """The OpenMP threads of a reading spin on for milliseconds after it (7.7 ms on a Zen 4)
+    and took the cores from the kernel the harness timed next: when a reading returns, no
+    thread that was not running before it runs (only the caller's)."""
+    names = sorted(_kernels_here() & set(peak.KERNELS))
+    if not names:
+        pytest.skip("no FMA or VNNI on this CPU")
+    if peak.running_threads() is None:
+        pytest.skip("no /proc/self/task: the threads' states cannot be read")
+    threads = min(2, len(os.sched_getaffinity(0)))
+    probe = peak.peak_probe(names[0], threads)
+    for _ in range(3):
+        before = peak.running_threads()
+        assert probe() > 0
+        assert peak.running_threads() <= before
