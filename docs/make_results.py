@@ -599,6 +599,7 @@ def joined_with_before(before_csv: str) -> Callable[[list[Row]], list[Row]]:
                     for k in ("heronlike_ms", "ms_ms", "pytorch_ms", "speedup_vs_ms")
                     + ("speedup_vs_pytorch", "heronlike_pct_peak")
                     + ("speedup_vs_pytorch_fastest_process", "peak_gops")
+                    + ("heronlike_pct_peak_turns", "speedup_vs_ms_fastest_process")
                 }
                 | {"heronlike_gain": b["heronlike_ms"] / r["heronlike_ms"]}
             )
@@ -1792,6 +1793,69 @@ LOST_ROWS_SEED1_COLUMNS = (
     Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
     PCT_PEAK_TURNS_COL,
 )
+#: ... its lost and slowest rows again that morning, the peak probe waiting for its OpenMP
+#: threads to sleep before the next sample (before: with a fixed 2 ms pause)
+PROBE_FIXED_ZEN4_CSV = "suite_probe-fixed-vnni-amd-epyc-zen4-2026-12-07.csv"
+PROBE_FIXED_COLUMNS = (
+    Col("case", "{case}"),
+    Col("heronlike / MS / PyTorch ms", "{heronlike_ms:.4g} / {ms_ms:.4g} / {pytorch_ms:.4g}"),
+    Col("vs MS, 2 ms pause → wait", "{speedup_vs_ms_before:.2f} → {speedup_vs_ms_after:.2f}"),
+    Col(
+        "vs MS, fastest process, pause → wait",
+        "{speedup_vs_ms_fastest_process_before:.2f} → {speedup_vs_ms_fastest_process_after:.2f}",
+    ),
+    Col(
+        "vs PyTorch, pause → wait",
+        "{speedup_vs_pytorch_before:.2f} → {speedup_vs_pytorch_after:.2f}",
+    ),
+    Col(
+        "vs PyTorch, fastest process, pause → wait",
+        "{speedup_vs_pytorch_fastest_process_before:.2f} → "
+        "{speedup_vs_pytorch_fastest_process_after:.2f}",
+    ),
+    Col(
+        "% of each turn's peak heronlike, pause → wait",
+        "{heronlike_pct_peak_turns_before:.0f} → {heronlike_pct_peak_turns_after:.0f}",
+    ),
+    PCT_PEAK_TURNS_COL,
+    Col(
+        "% of peak H / MS / PyTorch, fastest process",
+        "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
+        "{pytorch_pct_peak_fastest_process:.0f}",
+    ),
+)
+
+
+def probe_fixed_counts(rows: list[Row]) -> list[Row]:
+    """A summary row: how many GEMM and convolution rows reach 90 % of each turn's peak,
+    before the fix (the table's run) and after (this one), heronlike's and PyTorch's."""
+    rows = [r for r in rows if r.get("op") in PEAK_OPS and r.get("heronlike_pct_peak_turns")]
+    text = (
+        f"of these {len(rows)} GEMM/conv rows, heronlike "
+        f"{_at_90(rows, 'heronlike_pct_peak_turns_before')} → "
+        f"{_at_90(rows, 'heronlike_pct_peak_turns_after')}, PyTorch (after) "
+        f"{_at_90(rows, 'pytorch_pct_peak_turns')}"
+    )
+    return [{"case": f"rows at >= 90 % of each turn's peak: {text}"}]
+
+
+PROBE_FIXED_GEOMEANS = both(
+    geomean(
+        "case",
+        "geomean",
+        (
+            "speedup_vs_ms_before",
+            "speedup_vs_ms_after",
+            "speedup_vs_ms_fastest_process_before",
+            "speedup_vs_ms_fastest_process_after",
+            "speedup_vs_pytorch_before",
+            "speedup_vs_pytorch_after",
+            "speedup_vs_pytorch_fastest_process_before",
+            "speedup_vs_pytorch_fastest_process_after",
+        ),
+    ),
+    probe_fixed_counts,
+)
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
 OPEN_ROWS32_XEON_EMR_CSV = "suite_open-rows32-vnni-intel-xeon-emr-2026-12-05.csv"
@@ -2236,6 +2300,15 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases B3,C3D1,GV2 --seed 1  "
             "(seed 0: the table above)",
             where=lambda r: r["case"] in ("B3", "C3D1", "GV2"),
+        ),
+        Table(  # ... its lost and slowest rows with the peak probe's threads waited for
+            "suite-probe-fixed-zen4-2026-12-07",
+            (PROBE_FIXED_ZEN4_CSV,),
+            PROBE_FIXED_COLUMNS,
+            "python benchmarks/suite.py --quick --cases G1,G4,B1,B3,C3D1,C3D3,C3D5,C2D2,C2D4,"
+            "C2D6,C3D2,C3D6,D2,D4,D6,T2,T4,T6,GV2",
+            before=FAIR_VNNI_ZEN4_TURNS_CSV,
+            summary=PROBE_FIXED_GEOMEANS,
         ),
         Table(  # ... on an Emerald Rapids Xeon, with SplitAxisNotInnermost, every column labelled
             "suite-fair-vnni-xeon-emr-2026-12-05-rule",
