@@ -751,18 +751,15 @@ def wait_for_idle_threads(
     threads, which spin (yielding) for some 0.1 s after a kernel, are left running: waiting
     for them too sent them to sleep, and the next kernel then ran 1.3-1.5× slower for about
     15 ms while they woke."""
-    start = time.perf_counter()
-    quiet = 0
-    while quiet < 2:
+    start, ignored, quiet = time.perf_counter(), set(ignore), 0
+    while quiet < 2 and time.perf_counter() - start < max_s:
         running = running_threads()
         if running is None:
             time.sleep(IDLE_FALLBACK_S)
             return None
-        quiet = 0 if running - set(ignore) else quiet + 1
-        if quiet < 2 and time.perf_counter() - start < max_s:
+        quiet = 0 if running - ignored else quiet + 1
+        if quiet < 2:
             time.sleep(poll_s)
-        elif quiet < 2:
-            break
     return time.perf_counter() - start
 
 
