@@ -14,8 +14,6 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -290,34 +288,49 @@ def test_memory_floor_grows_with_the_bytes_moved() -> None:
     assert 0 < small < large, (small, large)
 
 
+#: :func:`test_waiting_for_idle_threads_outlasts_a_spinning_thread`'s checks, run in a fresh
+#: interpreter: threads that earlier tests left in this one (a TVM pool's, runnable on a busy
+#: core) would count as running
+_IDLE_WAIT_CHECKS = """
+import sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from benchmarks import peak
+if peak.running_threads() is None:
+    sys.exit(3)
+started = threading.Event()
+def spin(seconds):
+    started.set()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+worker = threading.Thread(target=spin, args=(0.06,))
+worker.start()
+started.wait()
+waited = peak.wait_for_idle_threads()
+assert not worker.is_alive() and waited is not None and 0.03 < waited < peak.IDLE_WAIT_MAX_S, waited
+started.clear()
+other = threading.Thread(target=spin, args=(0.3,))
+other.start()
+started.wait()
+waited = peak.wait_for_idle_threads(ignore={other.native_id})
+assert waited < 0.15, waited
+other.join()
+waited = peak.wait_for_idle_threads()
+assert waited < 0.15, waited
+"""
+
+
 def test_waiting_for_idle_threads_outlasts_a_spinning_thread() -> None:
     """A thread that spins 60 ms keeps :func:`peak.wait_for_idle_threads` waiting until it
-    ends; told to ignore it, the wait returns at once; with nothing new spinning it returns
-    within a few looks. (Threads that earlier tests left running, a TVM pool's, are ignored
-    throughout.)"""
-    base = peak.running_threads()
-    if base is None:
+    ends; told to ignore it, the wait returns at once; with nothing spinning it returns
+    within a few looks (in a fresh interpreter, whose only threads are the test's)."""
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", _IDLE_WAIT_CHECKS, root], capture_output=True, text=True
+    )
+    if done.returncode == 3:
         pytest.skip("no /proc/self/task: the threads' states cannot be read")
-    started = threading.Event()
-
-    def spin(seconds: float) -> None:
-        started.set()
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
-
-    worker = threading.Thread(target=spin, args=(0.06,))
-    worker.start()
-    started.wait()
-    waited = peak.wait_for_idle_threads(ignore=base)
-    assert not worker.is_alive() and waited is not None and 0.03 < waited < peak.IDLE_WAIT_MAX_S
-    started.clear()
-    other = threading.Thread(target=spin, args=(0.3,))
-    other.start()
-    started.wait()
-    assert peak.wait_for_idle_threads(ignore={*base, other.native_id}) < 0.15
-    other.join()
-    assert peak.wait_for_idle_threads(ignore=base) < 0.15
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_peak_probe_leaves_no_thread_of_its_own_running() -> None:
