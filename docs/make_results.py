@@ -1425,17 +1425,19 @@ FAIR_VNNI_COLUMNS = FAIR_ROOFLINE_COLUMNS + (
 FAIR_VNNI_GEOMEANS = fair_geomeans(
     ("speedup_vs_ms", "speedup_vs_pytorch", "speedup_vs_ms_at_eq_wall")
 )
+#: each column's fastest process's median as % of the machine's peak (suite.py since 2026-12-02)
+PCT_PEAK_FASTEST_COL = Col(
+    "% of peak H / MS / PyTorch, fastest process",
+    "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
+    "{pytorch_pct_peak_fastest_process:.0f}",
+)
 #: the fair table on VNNI timed by the harness of 2026-12-02 (5 processes of 9 samples): beside
 #: the median over all processes' samples, each column's fastest process's median, and the
 #: ratios and % of peak from those (every column the same statistic)
 FAIR_VNNI_FASTEST_COLUMNS = FAIR_VNNI_COLUMNS + (
     Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
     Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
-    Col(
-        "% of peak H / MS / PyTorch, fastest process",
-        "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
-        "{pytorch_pct_peak_fastest_process:.0f}",
-    ),
+    PCT_PEAK_FASTEST_COL,
 )
 #: heronlike against PyTorch alone (``--no-metaschedule``), one row per case and seed
 PYTORCH_SEEDS_COLUMNS = (
@@ -1724,11 +1726,7 @@ SUITE64_COLUMNS = (
         "% of peak heronlike, 16 → 64 trials",
         "{heronlike_pct_peak_before:.0f} → {heronlike_pct_peak_after:.0f}",
     ),
-    Col(
-        "% of peak H / MS / PyTorch, fastest process",
-        "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
-        "{pytorch_pct_peak_fastest_process:.0f}",
-    ),
+    PCT_PEAK_FASTEST_COL,
     Col(
         "% of peak at heronlike's tuning best",
         lambda r: f"{_tuning_best_pct(r):.0f}" if "gop" in r else "",
@@ -1818,11 +1816,7 @@ PROBE_FIXED_COLUMNS = (
         "{heronlike_pct_peak_turns_before:.0f} → {heronlike_pct_peak_turns_after:.0f}",
     ),
     PCT_PEAK_TURNS_COL,
-    Col(
-        "% of peak H / MS / PyTorch, fastest process",
-        "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f} / "
-        "{pytorch_pct_peak_fastest_process:.0f}",
-    ),
+    PCT_PEAK_FASTEST_COL,
 )
 
 
@@ -2334,11 +2328,7 @@ TABLES: dict[str, Table] = {
                 Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
                 Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
                 Col("vs PyTorch, fastest process", "{speedup_vs_pytorch_fastest_process:.2f}"),
-                Col(
-                    "% of peak H / MS / PyTorch, fastest process",
-                    "{heronlike_pct_peak_fastest_process:.0f} / {ms_pct_peak_fastest_process:.0f}"
-                    " / {pytorch_pct_peak_fastest_process:.0f}",
-                ),
+                PCT_PEAK_FASTEST_COL,
                 Col("trials to 95 % of the better best at 16, H / MS", _trials_to("half_target")),
                 Col("within half of MS's trials", _half_target_status),
                 Col("trials to 95 % of the better best at 32, H / MS", _trials_to("target")),
