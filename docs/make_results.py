@@ -1777,6 +1777,14 @@ FAIR_VNNI_ZEN5_CSV = "suite_fair-vnni-amd-epyc-zen5-2026-11-28.csv"
 FAIR_VNNI_CMD = "python benchmarks/suite.py --table --quick"
 #: the fair table on a Zen 4 with the peak read in every turn (2026-12-07)
 FAIR_VNNI_ZEN4_TURNS_CSV = "suite_fair-turns-vnni-amd-epyc-zen4-2026-12-07.csv"
+#: the summary of a table read against each turn's peak: geomeans, rows at 90 % of the run's
+#: peak and of each turn's, convergence counts
+FAIR_VNNI_TURNS_SUMMARY = both(
+    fair_geomeans(FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
+    peak_counts,
+    peak_turn_counts,
+    convergence_counts,
+)
 #: ... its rows lost to MetaSchedule or PyTorch (and GV2, even), tuned again at seed 1
 LOST_ROWS_SEED1_ZEN4_CSV = "suite_lost-rows-seed1-vnni-amd-epyc-zen4-2026-12-07.csv"
 LOST_ROWS_SEED1_COLUMNS = (
@@ -2295,24 +2303,14 @@ TABLES: dict[str, Table] = {
             (FAIR_VNNI_ZEN4_TURNS_CSV,),
             FAIR_VNNI_TURNS_COLUMNS,
             FAIR_VNNI_CMD,
-            summary=both(
-                fair_geomeans(FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
-                peak_counts,
-                peak_turn_counts,
-                convergence_counts,
-            ),
+            summary=FAIR_VNNI_TURNS_SUMMARY,
         ),
         Table(  # ... the whole table again, the peak probe waiting for its threads
             "suite-fair-vnni-zen4-2026-12-07-probe-waits",
             (FAIR_VNNI_ZEN4_WAITS_CSV,),
             FAIR_VNNI_TURNS_COLUMNS,
             FAIR_VNNI_CMD,
-            summary=both(
-                fair_geomeans(FAIR_VNNI_HARNESS_STATE_SPEEDUPS),
-                peak_counts,
-                peak_turn_counts,
-                convergence_counts,
-            ),
+            summary=FAIR_VNNI_TURNS_SUMMARY,
         ),
         Table(  # ... its lost rows and its lowest % of peak tuned again, beside the table's rows
             "suite-rerun-d2-gv3-t6-zen4-2026-12-07",
