@@ -2316,7 +2316,8 @@ TABLES: dict[str, Table] = {
             "suite-rerun-d2-gv3-t6-zen4-2026-12-07",
             (FAIR_VNNI_ZEN4_WAITS_CSV, RERUN_D2_ZEN4_CSV),
             RERUN_D2_COLUMNS,
-            "python benchmarks/suite.py --quick --cases D2,GV3,T6  (the table: above)",
+            "python benchmarks/suite.py --quick --cases D2,GV3,T6  "
+            "(the table's rows: the whole table below)",
             where=lambda r: r["case"] in ("D2", "GV3", "T6"),
         ),
         Table(  # ... its lost rows tuned again at seed 1, beside seed 0's rows
