@@ -7,13 +7,26 @@ place: after the schedule, before the build). :meth:`heronlike.space.Space.progr
 so tuning, :class:`~heronlike.kernel.BuiltKernel`, libraries and compiled models all build the
 same program.
 
-Two rewrites today. **Hoisting per-thread set-up** (:data:`THREAD_SETUP`,
+Three rewrites today. **Hoisting per-thread set-up** (:data:`THREAD_SETUP`,
 :func:`hoist_thread_setup`): an intrinsic whose members need some per-thread state set once
 (AMX: the tile configuration, ``ldtilecfg``) wraps that code in an ``AttrStmt`` with this key.
 Every copy is taken out of the tensorized blocks, and one copy runs at the top of each parallel
 loop's body (one task, one thread) or of the function. A micro-kernel that runs thousands of
 times then configures the tiles once per task instead of once per call (on a Xeon with AMX,
 one ``ldtilecfg`` per 64 ``tdpbusd`` cost 17 % of their throughput).
+
+**Spreading a placement's zeros** (:data:`SPREAD_ZERO_STORES`, :func:`spread_zero_stores`). The
+sub-pixel transposed convolution (T4, T6 of Heron's table) computes a product ``P`` and places
+each product vector with the zeros around it, ``Y[i] = if_then_else(c, P[j], 0)``, at the
+product's register tile (:class:`~rules.general.FuseEpilogue`): three quarters of its stores
+are zeros, all issued in one burst after the tile's reduction, which fills the store queue and
+stalls the next tile's multiply-accumulates while the lines are fetched for writing. Here the
+zeros move to a block of their own (``Y_zeros``) inside the reduction's step loops, a chunk of
+them per step, so they drain while the products are computed, and ``Y`` keeps the stores where
+``c`` holds (``benchmarks/store_spread.py``: T4's kernels 1.09-1.26x faster on a Zen 4; a
+hand-written model of its tile recovers two thirds of the zeros' cost this way and none by
+chunks of 12 stores). TVM's ``decompose_padding`` makes such a block only for some loop
+shapes of ``Y``, and no schedule primitive puts a block inside another's reduction loop.
 
 **Skipping the zero padding** (:data:`SKIP_ZERO_READS`). A convolution reads
 its input through a zero-padding stage ``Xp[i] = if_then_else(inside(i), X[i - pad], 0)``, so
@@ -98,6 +111,15 @@ THREAD_SETUP = "heronlike.thread_setup"
 docstring); the statement under it may allocate local buffers, and must be the same wherever it
 appears in one program (else nothing is hoisted and each copy stays where it is)."""
 
+SPREAD_ZERO_STORES = "heronlike.spread_zero_stores"
+"""Block annotation (value 1) of a stage ``Y[i] = if_then_else(c, P[j], 0)`` computed at the tile
+of the reduction that writes ``P`` (the sub-pixel transposed convolution's placement,
+:class:`~rules.general.FuseEpilogue`): its zeros are stored between the reduction's steps
+(:func:`spread_zero_stores`)."""
+
+ZEROS_SUFFIX = "_zeros"
+"""Suffix of the block :func:`spread_zero_stores` makes of a placement's zeros."""
+
 BOUNDARY_SUFFIX = "_boundary"
 """Suffix of the blocks of the versions after the first that ``all`` guards make
 (:data:`GUARD_PLACES`; numbered from the third: ``_boundary2``, ...)."""
@@ -110,16 +132,22 @@ version of the loop nest per way a tile reads the padding (module docstring), el
 :mod:`heronlike.rules.skip_padding` decides when it is a knob."""
 
 
-def postprocess(mod: tvm.IRModule, *, boundary_version: bool = True) -> tvm.IRModule:
+def postprocess(
+    mod: tvm.IRModule, *, boundary_version: bool = True, spread_zeros: bool = True
+) -> tvm.IRModule:
     """``mod`` with every PrimFunc rewritten as its block annotations ask (module docstring);
     ``mod`` itself when nothing asks for a rewrite. ``boundary_version=False`` keeps ``all``
-    guards in one version of the loop nest (:func:`skip_zero_reads`; for comparison only)."""
+    guards in one version of the loop nest (:func:`skip_zero_reads`), ``spread_zeros=False``
+    a placement's zeros after the reduction (:func:`spread_zero_stores`); both for comparison
+    only."""
     out = {}
     changed = False
     for gv, func in mod.functions.items():
         new = func
         if isinstance(func, tirx.PrimFunc):
-            new = hoist_thread_setup(skip_zero_reads(func, boundary_version=boundary_version))
+            new = skip_zero_reads(func, boundary_version=boundary_version)
+            new = spread_zero_stores(new) if spread_zeros else new
+            new = hoist_thread_setup(new)
         changed = changed or not new.same_as(func)
         out[gv] = new
     return tvm.IRModule(out, attrs=mod.attrs) if changed else mod
@@ -309,6 +337,153 @@ def _sequence(stmts: list[Any]) -> Any:
 def _setup_block(body: Any) -> Any:
     block = s_tir.SBlock([], [], [], "thread_setup", body)
     return s_tir.SBlockRealize([], True, block)
+
+
+# ------------------------------------------------------------------------------------------------
+# a placement's zeros between the reduction's steps
+
+
+def spread_zero_stores(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with the zeros of every :data:`SPREAD_ZERO_STORES` block stored a few at a time
+    between the steps of the reduction before it (module docstring); ``func`` itself where
+    there is none, or a block's loops are not as :func:`_spread_zeros` needs them."""
+    names = [
+        r.block.name_hint
+        for r in _realizes(func.body)
+        if int(r.block.annotations.get(SPREAD_ZERO_STORES, 0))
+    ]
+    for name in names:
+        func = _spread_zeros(func, name) or func
+    return func
+
+
+def _spread_zeros(func: tirx.PrimFunc, name: str) -> tirx.PrimFunc | None:
+    """``func`` with block ``name`` (``Y[i] = if_then_else(c, P[j], 0)``) split in two: itself
+    storing where ``c`` holds, and a block ``<name>_zeros`` storing the zeros, one chunk of its
+    iterations in each step of the reduction loops of ``P``'s update just before it. None
+    unless ``name``'s loops directly follow that loop nest in the same sequence, every loop
+    above the block but a vectorised innermost one is serial or unrolled, all of constant
+    extent from 0, and the reduction nest starts with serial loops of the reduction alone."""
+    path = _path(func.body, name)
+    if path is None:
+        return None
+    realize = path[-1]
+    block, store = realize.block, realize.block.body
+    call = store.value if isinstance(store, tirx.BufferStore) else None
+    if not (
+        isinstance(call, tvm.ir.Call)
+        and str(call.op.name).endswith("if_then_else")
+        and len(call.args) == 3
+        and _is_zero(call.args[2])
+        and isinstance(call.args[1], tvm.ir.expr.TensorLoad)
+    ):
+        return None
+    cond, product = call.args[0], call.args[1]
+    k = max((i for i, s in enumerate(path[:-1]) if isinstance(s, tirx.SeqStmt)), default=-1)
+    loops = path[k + 1 : -1]
+    if k < 0 or not loops or not all(_counted(lp) for lp in loops):
+        return None
+    vector = loops[-1] if loops[-1].kind == tirx.ForKind.VECTORIZED else None
+    outer = loops[:-1] if vector is not None else loops
+    if any(lp.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED) for lp in outer):
+        return None
+    seq = list(path[k].seq)
+    at = next(i for i, s in enumerate(seq) if s.same_as(path[k + 1]))
+    steps = _reduction_steps(seq[at - 1], product.source) if at > 0 else []
+    if not steps:
+        return None
+    # iteration z of the zeros' outer loops runs in step z // chunk of the reduction
+    count = math.prod(int(lp.extent) for lp in outer)
+    n_steps = math.prod(int(lp.extent) for lp in steps)
+    chunk = -(-count // n_steps)
+    step = steps[0].loop_var
+    for lp in steps[1:]:
+        step = step * lp.extent + lp.loop_var
+    j = tirx.Var("j", steps[0].loop_var.ty)
+    z = step * chunk + j
+    variables, values, stride = [], [], count
+    for lp in outer:
+        stride //= int(lp.extent)
+        variables.append(lp.loop_var)
+        values.append(tirx.floormod(tirx.floordiv(z, stride), lp.extent))
+    lane = tirx.Var("lane", vector.loop_var.ty) if vector is not None else None
+    if vector is not None:
+        variables.append(vector.loop_var)
+        values.append(lane)
+    predicate = _substitute(realize.predicate, variables, values)
+    if chunk * n_steps > count:
+        predicate = tirx.And(predicate, z < count)
+    annotations = {k: v for k, v in block.annotations.items() if k != SPREAD_ZERO_STORES}
+    zero = tirx.BufferStore(store.buffer, call.args[2], store.indices)
+    zeros_block = s_tir.SBlock(
+        block.iter_vars, [], block.writes, f"{name}{ZEROS_SUFFIX}",
+        tirx.IfThenElse(tirx.Not(cond), zero, None), None, [], [], annotations,
+    )  # fmt: skip
+    nest: Any = s_tir.SBlockRealize(
+        [_substitute(v, variables, values) for v in realize.iter_values], predicate, zeros_block
+    )
+    if vector is not None:
+        nest = tirx.For(lane, 0, vector.extent, tirx.ForKind.VECTORIZED, nest)
+    nest = _fresh_copy(
+        tirx.For(j, 0, chunk, tirx.ForKind.SERIAL, nest),
+        [*path[: k + 1], *steps],
+        k + 1 + len(steps),
+        "",
+    )
+    node = _with_child(steps[-1], steps[-1].body, tirx.SeqStmt([steps[-1].body, nest]))
+    for parent, child in zip(reversed(steps[:-1]), reversed(steps[1:])):
+        node = _with_child(parent, child, node)
+    seq[at - 1] = node
+    products = s_tir.SBlock(
+        block.iter_vars, block.reads, block.writes, name,
+        tirx.IfThenElse(cond, tirx.BufferStore(store.buffer, product, store.indices), None),
+        block.init, block.alloc_buffers, block.match_buffers, annotations,
+    )  # fmt: skip
+    node = s_tir.SBlockRealize(realize.iter_values, realize.predicate, products)
+    for parent, child in zip(reversed(path[k + 1 : -1]), reversed(path[k + 2 :])):
+        node = _with_child(parent, child, node)
+    seq[at] = node
+    node = tirx.SeqStmt(seq)
+    for parent, child in zip(reversed(path[:k]), reversed(path[1 : k + 1])):
+        node = _with_child(parent, child, node)
+    new = func.with_body(node)
+    return new if _well_formed(new) else None
+
+
+def _counted(loop: Any) -> bool:
+    """A loop from 0 of constant extent, bound to no thread."""
+    return (
+        isinstance(loop, tirx.For)
+        and _is_zero(loop.min)
+        and isinstance(loop.extent, tirx.IntImm)
+        and loop.thread_binding is None
+    )
+
+
+def _reduction_steps(nest: Any, buffer: Any) -> list[Any]:
+    """The serial loops ``nest`` starts with that step the reduction of the update block of
+    ``buffer`` in ``nest`` (their variables in its reduction bindings alone), outermost first."""
+    updates = [
+        r
+        for r in _realizes(nest)
+        if any(w.source.same_as(buffer) for w in r.block.writes)
+        and any(int(iv.iter_type) == tirx.IterVar.CommReduce for iv in r.block.iter_vars)
+    ]
+    reduce, spatial = [], []
+    for r in updates:
+        for iv, value in zip(r.block.iter_vars, r.iter_values, strict=True):
+            kind = reduce if int(iv.iter_type) == tirx.IterVar.CommReduce else spatial
+            kind.extend(undefined_vars(value))
+    steps = []
+    while (
+        _counted(nest)
+        and nest.kind == tirx.ForKind.SERIAL
+        and any(v.same_as(nest.loop_var) for v in reduce)
+        and not any(v.same_as(nest.loop_var) for v in spatial)
+    ):
+        steps.append(nest)
+        nest = nest.body
+    return steps
 
 
 # ------------------------------------------------------------------------------------------------

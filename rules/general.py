@@ -11,7 +11,8 @@ vector level ``V`` on its output's contiguous axis, parallelised and unrolled by
   knob-chosen level, like a cache write-back), so the reduction's result never goes through
   memory as a whole. It also applies to a tensorized reduction (int8 GEMM + bias + ReLU), and
   to an output larger than the reduction that reads it in blocks (:func:`reads_in_blocks`: the
-  sub-pixel transposed convolution's placement stage, each product written with its zeros).
+  sub-pixel transposed convolution's placement stage, each product written with its zeros,
+  which :func:`heronlike.postproc.spread_zero_stores` stores between the reduction's steps).
 * :class:`PackVectorOperand`: the weight is pre-packed with the vectorised axis innermost, so
   vector loads are contiguous (``W[j, k]`` of a float32 GEMM is stored ``[k, j]``).
 * :class:`VectorizeGeneral`: on a tiled stage that is not tensorized, ``V`` is vectorised
@@ -34,6 +35,7 @@ from typing import Any
 
 from heronlike.csp import Le
 from heronlike.dag import Stage
+from heronlike.postproc import SPREAD_ZERO_STORES
 from heronlike.template import Ref, Sym
 
 from .base import Rule, RuleContext
@@ -147,6 +149,11 @@ class FuseEpilogue(Rule):
                 ctx.step("compute_inline", ctx.block(p))
                 ctx.states[p].inlined = True
         ctx.states[anchor].write_back = ctx.block(stage)
+        out, product = ctx.states[stage].stage, ctx.states[anchor].stage
+        if math.prod(out.write.shape) > math.prod(product.write.shape):
+            # a placement: its zeros go between the reduction's steps where it is computed at
+            # the product's register tile (heronlike.postproc.spread_zero_stores)
+            ctx.step("annotate", ctx.block(stage), SPREAD_ZERO_STORES, 1)
 
     def next(self, ctx: RuleContext, stage: str) -> bool:
         return False

@@ -24,7 +24,9 @@ from heronlike.postproc import (
     GUARD_PLACES,
     SKIP_ZERO_READS,
     THREAD_SETUP,
+    ZEROS_SUFFIX,
     _children,
+    _path,
     _realizes,
     hoist_thread_setup,
     postprocess,
@@ -39,6 +41,7 @@ from heronlike.target import get_target
 
 sys.path.insert(0, str(Path(__file__).parent))  # the shared reference helpers
 from scan_reference import scan_ref  # noqa: E402
+from t2d_reference import SUBPIXEL_SHAPES, rand_input, t2d_ref  # noqa: E402
 
 
 def _conv1d(pad_value: int = 0, pad: int = 1, index: str = "int32") -> tirx.PrimFunc:
@@ -632,3 +635,46 @@ def _path_to(stmt: object, name: str) -> list[object]:
     path = _path(stmt, name)
     assert path is not None, name
     return path
+
+
+@pytest.mark.parametrize("target, dtype", [("dlboost", "int8"), ("llvm", "float32")])
+def test_placement_zeros_are_stored_between_the_reduction_steps(target: str, dtype: str) -> None:
+    """The sub-pixel transposed convolution's placement ``Y`` computed at its product's register
+    tile stores its zeros in a block of its own inside the product's reduction loops and only
+    the products in ``Y``; the program equals the one with the zeros after the reduction and
+    the scatter definition (bit for bit for int8). Placed elsewhere, nothing moves."""
+    shape = SUBPIXEL_SHAPES[0]  # T4's form, 1 x 1 taps, stride 2
+    compute = ops.t2d(*shape, dtype=dtype)
+    space = generate_space(compute, target)
+    rng = np.random.default_rng(2)
+    inputs = [rand_input(rng, tuple(int(d) for d in t.shape), str(t.dtype)) for t in compute[:-1]]
+    expected = t2d_ref(*inputs, *shape[7:])
+    out_shape = tuple(int(d) for d in compute[-1].shape)
+    tvm_target = space.target.tvm_target()
+    zeros_name = "Y" + ZEROS_SUFFIX
+    spread = 0
+    for sample in RandSAT(space.csp, seed=3).sample(6):
+        scheduled = space.apply(sample).mod
+        program = postprocess(scheduled)
+        body = program["main"].body
+        if not any(r.block.name_hint == zeros_name for r in _realizes(body)):
+            assert postprocess(scheduled, spread_zeros=False).same_as(program)
+            continue
+        spread += 1
+        update = next(r.block.name_hint for r in _realizes(body) if "update" in r.block.name_hint)
+        in_zeros, in_update, in_y = (
+            {id(s) for s in _path(body, name) if isinstance(s, tirx.For)}
+            for name in (zeros_name, update, "Y")
+        )
+        assert (in_zeros & in_update) - in_y, "the zeros are not inside the reduction's loops"
+        y = next(r.block for r in _realizes(body) if r.block.name_hint == "Y")
+        assert isinstance(y.body, tirx.IfThenElse) and y.body.else_case is None
+        outputs = []
+        for mod in (program, postprocess(scheduled, spread_zeros=False)):
+            args = space.prepare_args([*inputs, np.zeros(out_shape, str(compute[-1].dtype))])
+            arrays = [tvm.runtime.tensor(a, tvm.cpu()) for a in args]
+            tvm.compile(mod, target=tvm_target)["main"](*arrays)
+            outputs.append(arrays[-1].numpy())
+        np.testing.assert_array_equal(outputs[0], outputs[1])
+        np.testing.assert_allclose(outputs[0], expected, rtol=1e-4, atol=1e-4)
+    assert spread >= 2  # the samples at the register tile (about half of them)
