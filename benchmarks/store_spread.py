@@ -3,28 +3,28 @@
 T4 (``t2d`` 28 x 28 x 128 -> 256, 1 x 1 taps, stride 2) is the product of its input with the
 weights, 51.4 MOP, placed into an output four times as large: each product vector and three
 vectors of zeros around it (:mod:`heronlike.ops`' sub-pixel form, the placement fused into the
-product's tile). Its kernels reach about 75 % of the VNNI peak against the product alone's
-95 %, and the extra time is about the time the output's extra bytes take to store
-(docs/results.md, "Fusing the transposed convolution's placement into the product's tiles").
-This script asks whether the stores cost that time because of their number or because of their
-place: all 48 zero vectors of a tile are stored in one burst after its reduction.
+product's tile). Its kernels reached about 75 % of the VNNI peak against the product alone's
+95 %, the extra time about what the output's extra bytes take to store (docs/results.md,
+"Fusing the transposed convolution's placement into the product's tiles"), all 48 zero vectors
+of a tile stored in one burst after its reduction. :func:`heronlike.postproc.spread_zero_stores`
+now stores them a chunk per step of the reduction. This script measures where they are best
+stored.
 
 Part ``c``: a hand-written model of T4's tile (16 ``vpdpbusd`` accumulators, 32 steps of
 reduction, 4 KiB of output per tile, 392 tiles on each of 2 OpenMP threads; gcc ``-O3``),
 the zeros stored
 
-* ``after``: in one burst after the reduction (what the tuned kernels do);
+* ``after``: in one burst after the reduction (heronlike's kernels before the rewrite);
 * ``before``: in one burst before it;
-* ``spread``: 1.5 vectors after each step of the reduction;
+* ``spread``: 1.5 vectors after each step of the reduction (as the rewrite does);
 * ``chunks-4``: 12 vectors after every 8th step;
 * ``products-only``: not at all, each tile's 16 product vectors at 1 KiB per tile (the output
   of the product alone, the floor).
 
-Part ``tvm``: T4 tuned (16 trials, seed 0); for each of its ``--top`` finalists, the kernel as
-tuned, and the same schedule with the zeros split off the placement stage
-(``decompose_padding``) and their loop merged into the reduction's outer loop (``merge``) in
-``c`` chunks, ``c`` a common divisor of both loops' extents. Every variant's output is compared
-with the tuned kernel's on the same inputs.
+Part ``tvm``: in each configuration of ``--configs`` (:data:`CONFIGS`: DL Boost's rules, the
+general rule set on int8 and on float32), each case of ``--cases`` (T4, T6) tuned, and each of
+its ``--top`` finalists built with its zeros after the reduction and between its steps; the two
+builds' outputs must be equal.
 
 Both parts time their variants in turns (the order the same in every round, ``--rounds``
 rounds), 2 threads; the median over rounds of each variant's mean call.
@@ -33,8 +33,8 @@ rounds), 2 threads; the median over rounds of each variant's mean call.
     python benchmarks/store_spread.py --part c
 
 Writes ``benchmarks/results/store_spread-<cpu>-<date>.csv``: one row per variant, its part,
-microseconds per call, speed against the part's ``after`` (``c``) or tuned kernel (``tvm``) and
-G op/s (the product's operations).
+microseconds per call, speed against the part's ``after`` (``c``) or the same schedule's
+zeros after the reduction (``tvm``) and G op/s (the product's operations).
 
 Raises SystemExit when the CPU has no AVX512-VNNI.
 """
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import statistics
 import sys
 import tempfile
@@ -75,6 +76,10 @@ C_VARIANTS = {
     "chunks-4": (3, 4096),
     "products-only": (4, 1024),
 }
+
+#: part ``tvm``'s configurations, ``<suite mode>:<dtype>``: DL Boost's rules (on a VNNI CPU),
+#: the general rule set on int8 and on float32
+CONFIGS = ("auto:int8", "general:int8", "auto:float32")
 
 _SOURCE = r"""
 #include <immintrin.h>
@@ -141,8 +146,12 @@ double time_variant(int mode, char *out0, char *out1, long bytes, int calls) {
 """
 
 
-def c_part(rounds: int, calls: int) -> list[dict[str, Any]]:
-    """Part ``c``: the hand-written tile, each variant's median seconds per call.
+@functools.cache
+def model_library() -> ctypes.CDLL:
+    """Part ``c``'s tile model built (gcc ``-O3``) and loaded, once per process:
+    ``time_variant(mode, out0, out1, bytes per tile, calls)`` runs variant ``mode`` of
+    :data:`C_VARIANTS` ``calls`` times on 2 threads, each writing its 392 tiles to its buffer,
+    and returns the seconds per call.
 
     Raises:
         subprocess.CalledProcessError: gcc failed.
@@ -155,6 +164,16 @@ def c_part(rounds: int, calls: int) -> list[dict[str, Any]]:
         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int,
     ]  # fmt: skip
     lib.setup()
+    return lib
+
+
+def c_part(rounds: int, calls: int) -> list[dict[str, Any]]:
+    """Part ``c``: the hand-written tile, each variant's median seconds per call.
+
+    Raises:
+        subprocess.CalledProcessError: gcc failed.
+    """
+    lib = model_library()
     outs = [peak.floor_buffer(TILES * 4096) for _ in range(2)]
     ptrs = [b.ctypes.data for b in outs]
     seconds: dict[str, list[float]] = {name: [] for name in C_VARIANTS}
@@ -171,10 +190,13 @@ def c_part(rounds: int, calls: int) -> list[dict[str, Any]]:
     return rows
 
 
-def tvm_part(cases: list[str], rounds: int, calls: int, top: int) -> list[dict[str, Any]]:
-    """Part ``tvm``: each case tuned (16 trials, seed 0, fresh records), then each of its
-    ``top`` finalists built twice, its placement's zeros after the reduction and between its
-    steps (:func:`heronlike.postproc.spread_zero_stores`, which the tune itself used).
+def tvm_part(
+    cases: list[str], rounds: int, calls: int, top: int, config: str = "auto:int8"
+) -> list[dict[str, Any]]:
+    """Part ``tvm`` in one ``config`` (of :data:`CONFIGS`): each case tuned (16 trials, seed 0,
+    fresh records), then each of its ``top`` finalists built twice, its placement's zeros after
+    the reduction and between its steps (:func:`heronlike.postproc.spread_zero_stores`, which
+    the tune itself used).
 
     Raises:
         RuntimeError: the two builds' outputs differ.
@@ -187,16 +209,18 @@ def tvm_part(cases: list[str], rounds: int, calls: int, top: int) -> list[dict[s
     from heronlike.postproc import postprocess
 
     use_cpu_threads(2)
-    mode = suite.resolve_mode("auto")
+    mode_name, dtype = config.split(":")
+    mode = suite.resolve_mode(mode_name)
+    part = f"tvm {mode.name} {dtype}" if dtype == "int8" else f"tvm llvm {dtype}"
     dev = tvm.cpu()
     timers: dict[tuple[str, int, bool], Any] = {}
     tensors: dict[tuple[str, int, bool], list[Any]] = {}
     flop: dict[str, float] = {}
     for name in cases:
-        case = suite.case_compute(name, "int8", mode)
+        case = suite.case_compute(name, dtype, mode)
         with tempfile.TemporaryDirectory() as work:
             result = heronlike.tune(
-                case.compute, mode.target, trials=16, batch_size=8, seed=0,
+                case.compute, case.target, trials=16, batch_size=8, seed=0,
                 records=Path(work) / "records.sqlite", work_dir=Path(work),
             )  # fmt: skip
         flop[name] = result.flop
@@ -207,6 +231,8 @@ def tvm_part(cases: list[str], rounds: int, calls: int, top: int) -> list[dict[s
             rng.integers(0, 255, [int(d) for d in t.shape], dtype=np.uint8)
             if str(t.dtype) == "uint8"
             else rng.integers(-128, 127, [int(d) for d in t.shape], dtype=str(t.dtype))
+            if str(t.dtype) == "int8"
+            else rng.uniform(-1, 1, [int(d) for d in t.shape]).astype(str(t.dtype))
             for t in case.compute
         ]
         args = space.prepare_args(logical)
@@ -231,7 +257,9 @@ def tvm_part(cases: list[str], rounds: int, calls: int, top: int) -> list[dict[s
         where = "between the steps" if spread else "after the reduction"
         rows.append(
             dict(
-                part="tvm", variant=f"{name} trial {trial}, zeros {where}", us=s * 1e6,
+                part=part,
+                variant=f"{name} trial {trial}, zeros {where}",
+                us=s * 1e6,
                 speed=base / s, gops=flop[name] / s / 1e9,
             )
         )  # fmt: skip
@@ -244,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--cases", default="T4,T6", help="cases of part tvm")
+    ap.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help="part tvm: <suite mode>:<dtype> pairs (int8 on the mode's target, float32 on llvm)",
+    )
     ap.add_argument("--top", type=int, default=3, help="finalists of each tune (part tvm)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
@@ -252,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows = c_part(a.rounds, a.calls) if a.part in ("c", "both") else []
     if a.part in ("tvm", "both"):
-        rows += tvm_part(a.cases.split(","), a.rounds, a.calls, a.top)
+        for config in dict.fromkeys(a.configs.split(",")):
+            rows += tvm_part(a.cases.split(","), a.rounds, a.calls, a.top, config)
     stamp = machine_stamp()
     for r in rows:
         r.update(stamp)

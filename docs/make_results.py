@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
+import itertools
 import json
 import math
 import os
@@ -878,6 +879,57 @@ FUSED_PLACEMENT_COLUMNS = (
     Col("fused at S1 ms", "{fused1_ms:.4f}"),
     Col("speed, best fused vs separate", "{speedup:.3f}"),
 )
+
+
+#: store_spread-*.csv's part ``c`` variants as the table names them
+STORE_SPREAD_MODEL = {
+    "after": "after the reduction, in one burst",
+    "before": "before the reduction, in one burst",
+    "spread": "1.5 after each of the 32 steps",
+    "chunks-4": "12 after every 8th step",
+    "products-only": "none (the product alone: 1 KiB of output per tile)",
+}
+STORE_SPREAD_MODEL_COLUMNS = (
+    Col("where a tile's 48 zero vectors are stored", lambda r: STORE_SPREAD_MODEL[r["variant"]]),
+    Col("µs per call", "{us:.1f}"),
+    Col("speed vs after the reduction", "{speed:.3f}"),
+    Col("G op/s", "{gops:.0f}"),
+)
+
+#: store_spread-*.csv's ``part`` values of part ``tvm`` as the table names them
+STORE_SPREAD_PARTS = {
+    "tvm vnni int8": "DL Boost, int8",
+    "tvm general int8": "general, int8",
+    "tvm llvm float32": "general (llvm), float32",
+}
+STORE_SPREAD_KERNEL_COLUMNS = (
+    Col("rules, dtype", lambda r: STORE_SPREAD_PARTS.get(r["part"], r["part"])),
+    Col("case", "{case}"),
+    Col("finalist (trial)", "{trial}"),
+    Col("zeros after the reduction µs", "{after_us:.1f}"),
+    Col("zeros between the steps µs", "{between_us:.1f}"),
+    Col("speed, between vs after", "{speed:.3f}"),
+)
+
+
+def store_spread_kernels(raw: list[Row]) -> list[Row]:
+    """store_spread-*.csv, part ``tvm``: one row per configuration, case and finalist with both
+    builds' times, then each configuration and case's geometric mean of the speed-ups."""
+    rows: dict[tuple[str, str, str], Row] = {}
+    for r in raw:
+        case_trial, where = str(r["variant"]).split(", zeros ")
+        case, trial = case_trial.split(" trial ")
+        row = rows.setdefault((r["part"], case, trial), {**r, "case": case, "trial": trial})
+        if where.startswith("between"):
+            row["between_us"], row["speed"] = r["us"], r["speed"]
+        else:
+            row["after_us"] = r["us"]
+    out = []
+    for (part, case), group in itertools.groupby(rows.values(), lambda r: (r["part"], r["case"])):
+        group = list(group)
+        gm = {"part": part, "case": case, "trial": "geomean", "_summary": True}
+        out += [*group, gm | {"speed": _gm(r["speed"] for r in group)}]
+    return out
 
 
 #: the finalist counts measure_rounds.py simulates (its ``top<k>_vs_best`` columns, checked
@@ -1862,17 +1914,27 @@ PROBE_FIXED_GEOMEANS = both(
 FAIR_VNNI_ZEN4_WAITS_CSV = "suite_fair-probe-waits-vnni-amd-epyc-zen4-2026-12-07.csv"
 #: ... its rows lost to MetaSchedule (D2, GV3) and its lowest % of peak (T6), tuned and timed again
 RERUN_D2_ZEN4_CSV = "suite_rerun-d2-gv3-t6-vnni-amd-epyc-zen4-2026-12-07.csv"
-RERUN_D2_COLUMNS = (
-    Col("case", "{case}"),
-    Col("run", lambda r: "the table" if r["_file"] == FAIR_VNNI_ZEN4_WAITS_CSV else "again"),
-    *LOST_ROWS_SEED1_COLUMNS[2:5],
-    Col("vs MS", "{speedup_vs_ms:.2f}"),
-    Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
-    Col("far turns", lambda r: _share(r.get("far_turn_share"))),
-    Col("vs MS near / far", lambda r: _near_far(r, "speedup_vs_ms", "", 1, 2)),
-    Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
-    PCT_PEAK_TURNS_COL,
-)
+#: ... T4 and T6 again that noon, their placement's zeros stored between the reduction's steps
+SPREAD_T4_T6_ZEN4_CSV = "suite_spread-zeros-t4-t6-vnni-amd-epyc-zen4-2026-12-07.csv"
+
+
+def rerun_columns(again: str) -> tuple[Col, ...]:
+    """The columns of rows run again beside the same rows of the whole table of that morning
+    (:data:`FAIR_VNNI_ZEN4_WAITS_CSV`); the run column names the second run ``again``."""
+    return (
+        Col("case", "{case}"),
+        Col("run", lambda r: "the table" if r["_file"] == FAIR_VNNI_ZEN4_WAITS_CSV else again),
+        *LOST_ROWS_SEED1_COLUMNS[2:5],
+        Col("vs MS", "{speedup_vs_ms:.2f}"),
+        Col("vs MS, fastest process", "{speedup_vs_ms_fastest_process:.2f}"),
+        Col("far turns", lambda r: _share(r.get("far_turn_share"))),
+        Col("vs MS near / far", lambda r: _near_far(r, "speedup_vs_ms", "", 1, 2)),
+        Col("vs PyTorch", "{speedup_vs_pytorch:.2f}"),
+        PCT_PEAK_TURNS_COL,
+    )
+
+
+RERUN_D2_COLUMNS = rerun_columns("again")
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
 OPEN_ROWS32_XEON_EMR_CSV = "suite_open-rows32-vnni-intel-xeon-emr-2026-12-05.csv"
@@ -2319,6 +2381,14 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases D2,GV3,T6  "
             "(the table's rows: the whole table below)",
             where=lambda r: r["case"] in ("D2", "GV3", "T6"),
+        ),
+        Table(  # ... T4 and T6 with their zeros between the reduction's steps, beside its rows
+            "suite-spread-zeros-t4-t6-zen4-2026-12-07",
+            (FAIR_VNNI_ZEN4_WAITS_CSV, SPREAD_T4_T6_ZEN4_CSV),
+            rerun_columns("zeros spread"),
+            "python benchmarks/suite.py --quick --cases T4,T6  (the table's rows: the whole table "
+            "of that morning)",
+            where=lambda r: r["case"] in ("T4", "T6"),
         ),
         Table(  # ... its lost rows tuned again at seed 1, beside seed 0's rows
             "suite-lost-rows-seed1-zen4-2026-12-07",
@@ -2810,6 +2880,21 @@ TABLES: dict[str, Table] = {
             ("fused_placement-*.csv",),
             FUSED_PLACEMENT_COLUMNS,
             "python benchmarks/fused_placement.py",
+        ),
+        Table(
+            "store-spread-model",
+            ("store_spread-*.csv",),
+            STORE_SPREAD_MODEL_COLUMNS,
+            "python benchmarks/store_spread.py",
+            where=lambda r: r["part"] == "c",
+        ),
+        Table(
+            "store-spread-kernels",
+            ("store_spread-*.csv",),
+            STORE_SPREAD_KERNEL_COLUMNS,
+            "python benchmarks/store_spread.py",
+            where=lambda r: str(r["part"]).startswith("tvm"),
+            rows=store_spread_kernels,
         ),
         Table(
             "pytorch-sharing",
