@@ -663,10 +663,15 @@ def test_placement_zeros_are_stored_between_the_reduction_steps(target: str, dty
         spread += 1
         update = next(r.block.name_hint for r in _realizes(body) if "update" in r.block.name_hint)
         in_zeros, in_update, in_y = (
-            {id(s) for s in _path(body, name) if isinstance(s, tirx.For)}
+            [s for s in _path(body, name) if isinstance(s, tirx.For)]
             for name in (zeros_name, update, "Y")
         )
-        assert (in_zeros & in_update) - in_y, "the zeros are not inside the reduction's loops"
+        reduction = [
+            loop
+            for loop in in_zeros
+            if any(loop.same_as(u) for u in in_update) and not any(loop.same_as(y) for y in in_y)
+        ]
+        assert reduction, "the zeros are not inside the reduction's loops"
         y = next(r.block for r in _realizes(body) if r.block.name_hint == "Y")
         assert isinstance(y.body, tirx.IfThenElse) and y.body.else_case is None
         outputs = []
