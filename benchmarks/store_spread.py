@@ -75,7 +75,13 @@ C_VARIANTS = {
     "spread": (2, 4096),
     "chunks-4": (3, 4096),
     "products-only": (4, 1024),
+    "after, non-temporal": (5, 4096),
+    "spread, non-temporal": (6, 4096),
+    "after, clzero": (7, 4096),
+    "spread, clzero": (8, 4096),
 }
+#: the variants that zero whole lines with AMD's ``clzero`` (only on a CPU that has it)
+CLZERO_VARIANTS = ("after, clzero", "spread, clzero")
 
 #: part ``tvm``'s configurations, ``<suite mode>:<dtype>``: DL Boost's rules (on a VNNI CPU),
 #: the general rule set on int8 and on float32
@@ -92,8 +98,19 @@ static int x[2][STEPS * 4 + 8] __attribute__((aligned(64)));
 static double now(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9;
 }
-#define ZERO(l) _mm512_store_si512((void *)(o + (l) * 64), z)
-static inline __attribute__((always_inline)) void tiles(int t, int mode, char *out, long bytes) {
+#ifdef HAVE_CLZERO
+#define CLZERO(p) __builtin_ia32_clzero(p)
+#else
+#define CLZERO(p) _mm512_store_si512((void *)(p), z)
+#endif
+/* kind 0: a store; 1: a non-temporal store; 2: clzero (a line of zeros, no read for ownership) */
+#define ZERO(l) do { \
+    if (kind == 1) _mm512_stream_si512((void *)(o + (l) * 64), z); \
+    else if (kind == 2) CLZERO(o + (l) * 64); \
+    else _mm512_store_si512((void *)(o + (l) * 64), z); \
+  } while (0)
+static inline __attribute__((always_inline)) void tiles(
+    int t, int mode, int kind, char *out, long bytes) {
   __m512i z = _mm512_setzero_si512();
   for (int tile = 0; tile < TILES; tile++) {
     __m512i acc[16];
@@ -122,11 +139,13 @@ static inline __attribute__((always_inline)) void tiles(int t, int mode, char *o
       _mm512_store_si512((void *)(o + i * 64), acc[i]);
     if (mode == 0) { _Pragma("GCC unroll 48") for (int l = 16; l < 64; l++) ZERO(l); }
   }
+  if (kind) _mm_sfence(); /* both are weakly ordered */
 }
-#define VARIANT(m) \
-  __attribute__((noinline)) static void v##m(int t, char *out, long b) { tiles(t, m, out, b); }
-VARIANT(0) VARIANT(1) VARIANT(2) VARIANT(3) VARIANT(4)
-static void (*variants[])(int, char *, long) = {v0, v1, v2, v3, v4};
+#define VARIANT(n, m, k) \
+  __attribute__((noinline)) static void v##n(int t, char *o, long b) { tiles(t, m, k, o, b); }
+VARIANT(0, 0, 0) VARIANT(1, 1, 0) VARIANT(2, 2, 0) VARIANT(3, 3, 0) VARIANT(4, 4, 0)
+VARIANT(5, 0, 1) VARIANT(6, 2, 1) VARIANT(7, 0, 2) VARIANT(8, 2, 2)
+static void (*variants[])(int, char *, long) = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
 void setup(void) {
   for (int t = 0; t < 2; t++) {
     for (int i = 0; i < STEPS * 4 + 8; i++) x[t][i] = (int)(i * 2654435761u);
@@ -158,6 +177,8 @@ def model_library() -> ctypes.CDLL:
     """
     source = _SOURCE % dict(tiles=TILES, steps=STEPS)
     flags = ["-O3", "-fopenmp", "-mavx512f", "-mavx512bw", "-mavx512vnni"]
+    if "clzero" in cpu_flags():
+        flags += ["-mclzero", "-DHAVE_CLZERO"]
     lib = peak._shared_library(source, flags)
     lib.time_variant.restype = ctypes.c_double
     lib.time_variant.argtypes = [
@@ -176,11 +197,14 @@ def c_part(rounds: int, calls: int) -> list[dict[str, Any]]:
     lib = model_library()
     outs = [peak.floor_buffer(TILES * 4096) for _ in range(2)]
     ptrs = [b.ctypes.data for b in outs]
-    seconds: dict[str, list[float]] = {name: [] for name in C_VARIANTS}
-    for mode, size in C_VARIANTS.values():  # warm-up: every page written once
+    names = [n for n in C_VARIANTS if n not in CLZERO_VARIANTS or "clzero" in cpu_flags()]
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm-up: every page written once
+        mode, size = C_VARIANTS[name]
         lib.time_variant(mode, ptrs[0], ptrs[1], size, 20)
     for _ in range(rounds):
-        for name, (mode, size) in C_VARIANTS.items():
+        for name in names:
+            mode, size = C_VARIANTS[name]
             seconds[name].append(lib.time_variant(mode, ptrs[0], ptrs[1], size, calls))
     base = statistics.median(seconds["after"])
     rows = []

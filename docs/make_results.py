@@ -888,6 +888,10 @@ STORE_SPREAD_MODEL = {
     "spread": "1.5 after each of the 32 steps",
     "chunks-4": "12 after every 8th step",
     "products-only": "none (the product alone: 1 KiB of output per tile)",
+    "after, non-temporal": "after the reduction, in one burst of non-temporal stores",
+    "spread, non-temporal": "1.5 non-temporal stores after each step",
+    "after, clzero": "after the reduction, in one burst of `clzero`",
+    "spread, clzero": "1.5 `clzero` after each step",
 }
 STORE_SPREAD_MODEL_COLUMNS = (
     Col("where a tile's 48 zero vectors are stored", lambda r: STORE_SPREAD_MODEL[r["variant"]]),

@@ -23,10 +23,11 @@ are zeros, all issued in one burst after the tile's reduction, which fills the s
 stalls the next tile's multiply-accumulates while the lines are fetched for writing. Here the
 zeros move to a block of their own (``Y_zeros``) inside the reduction's step loops, a chunk of
 them per step, so they drain while the products are computed, and ``Y`` keeps the stores where
-``c`` holds (``benchmarks/store_spread.py``: T4's kernels 1.09-1.26x faster on a Zen 4; a
-hand-written model of its tile recovers two thirds of the zeros' cost this way and none by
-chunks of 12 stores). TVM's ``decompose_padding`` makes such a block only for some loop
-shapes of ``Y``, and no schedule primitive puts a block inside another's reduction loop.
+``c`` holds (``benchmarks/store_spread.py``: T4's finalists 1.18x faster by their geomean on a
+Zen 4; a hand-written model of its tile recovers more than half of the zeros' cost this way,
+almost none by chunks of 12 stores). TVM's ``decompose_padding`` makes such a block only for
+some loop shapes of ``Y``, and no schedule primitive puts a block inside another's reduction
+loop.
 
 **Skipping the zero padding** (:data:`SKIP_ZERO_READS`). A convolution reads
 its input through a zero-padding stage ``Xp[i] = if_then_else(inside(i), X[i - pad], 0)``, so
