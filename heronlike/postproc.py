@@ -414,7 +414,9 @@ def _spread_zeros(func: tirx.PrimFunc, name: str) -> tirx.PrimFunc | None:
     predicate = _substitute(realize.predicate, variables, values)
     if chunk * n_steps > count:
         predicate = tirx.And(predicate, z < count)
-    annotations = {k: v for k, v in block.annotations.items() if k != SPREAD_ZERO_STORES}
+    annotations = {
+        key: value for key, value in block.annotations.items() if key != SPREAD_ZERO_STORES
+    }
     zero = tirx.BufferStore(store.buffer, call.args[2], store.indices)
     zeros_block = s_tir.SBlock(
         block.iter_vars, [], block.writes, f"{name}{ZEROS_SUFFIX}",

@@ -123,7 +123,8 @@ class FuseEpilogue(Rule):
     stages) are exactly one tiled reduction (:func:`epilogue_anchor`). Apply: inline the
     element-wise stages in between, and make the output stage that reduction's write-back, so
     :class:`~heronlike.rules.tiling.MultiLevelTiling` computes it at the reduction's ``S0`` or
-    ``S1`` tile (``reverse_compute_at``, C4). Ends the stage."""
+    ``S1`` tile (``reverse_compute_at``, C4); an output larger than the reduction (a placement)
+    is annotated :data:`~heronlike.postproc.SPREAD_ZERO_STORES`. Ends the stage."""
 
     name = "FuseEpilogue"
 
