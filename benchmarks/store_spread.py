@@ -19,7 +19,11 @@ the zeros stored
 * ``spread``: 1.5 vectors after each step of the reduction (as the rewrite does);
 * ``chunks-4``: 12 vectors after every 8th step;
 * ``products-only``: not at all, each tile's 16 product vectors at 1 KiB per tile (the output
-  of the product alone, the floor).
+  of the product alone, the floor);
+* ``after, non-temporal`` and ``spread, non-temporal``: as ``after`` and ``spread``, the zeros
+  non-temporal stores (no read for ownership; written past the caches);
+* ``after, clzero`` and ``spread, clzero``: the zeros AMD's ``clzero`` (a line of zeros, no
+  read for ownership; only on a CPU that has it).
 
 Part ``tvm``: in each configuration of ``--configs`` (:data:`CONFIGS`: DL Boost's rules, the
 general rule set on int8 and on float32), each case of ``--cases`` (T4, T6) tuned, and each of
