@@ -38,7 +38,8 @@ rounds), 2 threads; the median over rounds of each variant's mean call.
 
 Writes ``benchmarks/results/store_spread-<cpu>-<date>.csv``: one row per variant, its part,
 microseconds per call, speed against the part's ``after`` (``c``) or the same schedule's
-zeros after the reduction (``tvm``) and G op/s (the product's operations).
+zeros after the reduction (``tvm``) and G op/s (the product's operations); part ``tvm``'s rows
+also give the case, the finalist's trial and where its zeros are (``after``, ``between``).
 
 Raises SystemExit when the CPU has no AVX512-VNNI.
 """
@@ -289,6 +290,7 @@ def tvm_part(
                 variant=f"{name} trial {trial}, zeros {where}",
                 us=s * 1e6,
                 speed=base / s, gops=flop[name] / s / 1e9,
+                case=name, trial=trial, zeros="between" if spread else "after",
             )
         )  # fmt: skip
     return rows

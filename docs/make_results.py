@@ -921,10 +921,8 @@ def store_spread_kernels(raw: list[Row]) -> list[Row]:
     builds' times, then each configuration and case's geometric mean of the speed-ups."""
     rows: dict[tuple[str, str, str], Row] = {}
     for r in raw:
-        case_trial, where = str(r["variant"]).split(", zeros ")
-        case, trial = case_trial.split(" trial ")
-        row = rows.setdefault((r["part"], case, trial), {**r, "case": case, "trial": trial})
-        if where.startswith("between"):
+        row = rows.setdefault((r["part"], r["case"], r["trial"]), dict(r))
+        if r["zeros"] == "between":
             row["between_us"], row["speed"] = r["us"], r["speed"]
         else:
             row["after_us"] = r["us"]
