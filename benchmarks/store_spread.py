@@ -236,6 +236,7 @@ def tvm_part(
     import heronlike
     from benchmarks import suite
     from heronlike.postproc import postprocess
+    from heronlike.reference import random_inputs
 
     use_cpu_threads(2)
     mode_name, dtype = config.split(":")
@@ -256,15 +257,7 @@ def tvm_part(
         space = result.space
         target = tvm.target.Target(space.target.tvm_target())
         rng = np.random.default_rng(0)
-        logical = [
-            rng.integers(0, 255, [int(d) for d in t.shape], dtype=np.uint8)
-            if str(t.dtype) == "uint8"
-            else rng.integers(-128, 127, [int(d) for d in t.shape], dtype=str(t.dtype))
-            if str(t.dtype) == "int8"
-            else rng.uniform(-1, 1, [int(d) for d in t.shape]).astype(str(t.dtype))
-            for t in case.compute
-        ]
-        args = space.prepare_args(logical)
+        args = space.prepare_args(random_inputs(space.logical, rng))
         for fin in result.finalists[:top]:
             scheduled = space.apply(fin.assignment).mod
             for spread in (False, True):
