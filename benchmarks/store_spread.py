@@ -23,7 +23,12 @@ the zeros stored
 * ``after, non-temporal`` and ``spread, non-temporal``: as ``after`` and ``spread``, the zeros
   non-temporal stores (no read for ownership; written past the caches);
 * ``after, clzero`` and ``spread, clzero``: the zeros AMD's ``clzero`` (a line of zeros, no
-  read for ownership; only on a CPU that has it).
+  read for ownership; only on a CPU that has it);
+* ``spread, to an L1 scratch``: the same zero stores as ``spread``, to 2 KiB of the thread's
+  that stay in L1 (the products as in ``products-only``): what the store instructions cost
+  without the output lines they write;
+* ``spread, prefetchw the next tile``: ``spread``, each step also prefetching for writing
+  (``prefetchw``) the zero lines of the next tile that it will store, a tile ahead.
 
 Part ``tvm``: in each configuration of ``--configs`` (:data:`CONFIGS`: DL Boost's rules, the
 general rule set on int8 and on float32), each case of ``--cases`` (T4, T6) tuned, and each of
@@ -84,6 +89,8 @@ C_VARIANTS = {
     "spread, non-temporal": (6, 4096),
     "after, clzero": (7, 4096),
     "spread, clzero": (8, 4096),
+    "spread, to an L1 scratch": (9, 1024),
+    "spread, prefetchw the next tile": (10, 4096),
 }
 #: the variants that zero whole lines with AMD's ``clzero`` (only on a CPU that has it)
 CLZERO_VARIANTS = ("after, clzero", "spread, clzero")
@@ -100,6 +107,7 @@ _SOURCE = r"""
 #define STEPS %(steps)d
 static __m512i w[2][2][STEPS * 4] __attribute__((aligned(64)));
 static int x[2][STEPS * 4 + 8] __attribute__((aligned(64)));
+static char scratch[2][2048] __attribute__((aligned(64))); /* mode 9's zeros: stays in L1 */
 static double now(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9;
 }
@@ -133,8 +141,16 @@ static inline __attribute__((always_inline)) void tiles(
         acc[p * 4 + 2] = _mm512_dpbusd_epi32(acc[p * 4 + 2], a, w2);
         acc[p * 4 + 3] = _mm512_dpbusd_epi32(acc[p * 4 + 3], a, w3);
       }
-      if (mode == 2) {
+      if (mode == 2 || mode == 10) {
         _Pragma("GCC unroll 2") for (int l = 16 + k * 3 / 2; l < 16 + (k + 1) * 3 / 2; l++) ZERO(l);
+      }
+      if (mode == 9) {
+        _Pragma("GCC unroll 2") for (int l = 16 + k * 3 / 2; l < 16 + (k + 1) * 3 / 2; l++)
+          _mm512_store_si512((void *)(scratch[t] + (l %% 32) * 64), z);
+      }
+      if (mode == 10) { /* the next tile's zero lines, for writing (prefetchw with -mprfchw) */
+        _Pragma("GCC unroll 2") for (int l = 16 + k * 3 / 2; l < 16 + (k + 1) * 3 / 2; l++)
+          __builtin_prefetch(o + bytes + l * 64, 1, 3);
       }
       if (mode == 3 && k %% 8 == 0) {
         _Pragma("GCC unroll 12") for (int l = 16 + k / 8 * 12; l < 28 + k / 8 * 12; l++) ZERO(l);
@@ -149,8 +165,9 @@ static inline __attribute__((always_inline)) void tiles(
 #define VARIANT(n, m, k) \
   __attribute__((noinline)) static void v##n(int t, char *o, long b) { tiles(t, m, k, o, b); }
 VARIANT(0, 0, 0) VARIANT(1, 1, 0) VARIANT(2, 2, 0) VARIANT(3, 3, 0) VARIANT(4, 4, 0)
-VARIANT(5, 0, 1) VARIANT(6, 2, 1) VARIANT(7, 0, 2) VARIANT(8, 2, 2)
-static void (*variants[])(int, char *, long) = {v0, v1, v2, v3, v4, v5, v6, v7, v8};
+VARIANT(5, 0, 1) VARIANT(6, 2, 1) VARIANT(7, 0, 2) VARIANT(8, 2, 2) VARIANT(9, 9, 0)
+VARIANT(10, 10, 0)
+static void (*variants[])(int, char *, long) = {v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10};
 void setup(void) {
   for (int t = 0; t < 2; t++) {
     for (int i = 0; i < STEPS * 4 + 8; i++) x[t][i] = (int)(i * 2654435761u);
@@ -184,6 +201,8 @@ def model_library() -> ctypes.CDLL:
     flags = ["-O3", "-fopenmp", "-mavx512f", "-mavx512bw", "-mavx512vnni"]
     if "clzero" in cpu_flags():
         flags += ["-mclzero", "-DHAVE_CLZERO"]
+    if "3dnowprefetch" in cpu_flags():  # Linux's name for PREFETCHW
+        flags += ["-mprfchw"]
     lib = peak._shared_library(source, flags)
     lib.time_variant.restype = ctypes.c_double
     lib.time_variant.argtypes = [

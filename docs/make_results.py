@@ -892,6 +892,8 @@ STORE_SPREAD_MODEL = {
     "spread, non-temporal": "1.5 non-temporal stores after each step",
     "after, clzero": "after the reduction, in one burst of `clzero`",
     "spread, clzero": "1.5 `clzero` after each step",
+    "spread, to an L1 scratch": "1.5 after each step, to 2 KiB that stay in L1 (not the output)",
+    "spread, prefetchw the next tile": "1.5 after each step, the next tile's lines prefetched",
 }
 STORE_SPREAD_MODEL_COLUMNS = (
     Col("where a tile's 48 zero vectors are stored", lambda r: STORE_SPREAD_MODEL[r["variant"]]),
@@ -2889,6 +2891,12 @@ TABLES: dict[str, Table] = {
             STORE_SPREAD_MODEL_COLUMNS,
             "python benchmarks/store_spread.py",
             where=lambda r: r["part"] == "c",
+        ),
+        Table(
+            "store-spread-model-lines",
+            ("store_spread_model-*.csv",),
+            STORE_SPREAD_MODEL_COLUMNS,
+            "python benchmarks/store_spread.py --part c",
         ),
         Table(
             "store-spread-kernels",
