@@ -23,6 +23,8 @@ to see what they add (``--without tile.loads``). ``--current T`` also checks the
 ``T`` uses today (``dlboost``; per workload, the prior its space gets: ``prior_for``) on the
 same workloads, as it is (it was fitted on other records,
 so no workload is left out): whether a refit ranks these records better than it.
+``--fixed F=W`` (repeatable) weighs the generic feature ``F`` by ``W`` in every fit instead of
+fitting it (a weight from first principles: ``padding.skipped=0.6931``, ``ln 2``).
 ``--trees`` runs the same checks with a nonlinear model of the same generic features (an
 XGBoost regression of ``-ln(latency)``, centred within each workload as the linear fit is,
 :class:`TreePrior`): whether the prior's linear form, not its features, limits its ranking.
@@ -265,11 +267,25 @@ def main(argv: list[str] | None = None) -> int:
         "fit on them: the cases a later tune-level check runs out of sample",
     )
     p.add_argument(
+        "--fixed",
+        action="append",
+        default=[],
+        metavar="F=W",
+        help="weigh the generic feature F by W instead of fitting it, in every fit "
+        "(repeatable; heronlike.prior.fit_linear_prior's fixed)",
+    )
+    p.add_argument(
         "--trees",
         action="store_true",
         help="also check an XGBoost regression on the same generic features (TreePrior)",
     )
     a = p.parse_args(argv)
+    fixed = {}
+    for item in a.fixed:
+        name, _, weight = item.partition("=")
+        if name not in GENERIC_FEATURES or not weight:
+            p.error(f"--fixed {item}: want F=W with F one of {', '.join(GENERIC_FEATURES)}")
+        fixed[name] = float(weight)
     keys: list[str] = []
     spaces: list[Space] = []
     data, skipped = load(a.records, a.target, a.min_trials, keys, spaces)
@@ -305,10 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     for label, features in feature_sets:
 
         def fit_without(i: int, features: tuple[str, ...] = features) -> LinearPrior:
-            return fit_linear_prior(data[:i] + data[i + 1 :], features=features, ridge=a.ridge)
+            rest = data[:i] + data[i + 1 :]
+            return fit_linear_prior(rest, features=features, ridge=a.ridge, fixed=fixed)
 
         print(report(f"{label}, leave-one-workload-out", data, a, fit_without))
-        prior = fit_linear_prior(data, features=features, ridge=a.ridge)
+        prior = fit_linear_prior(data, features=features, ridge=a.ridge, fixed=fixed)
         if held:
             print(report(f"{label}, the {len(held)} held out", held, a, lambda _, p=prior: p))
         if a.trees:

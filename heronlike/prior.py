@@ -198,6 +198,7 @@ def fit_linear_prior(
     features: Sequence[str] = GENERIC_FEATURES,
     ridge: float = 1.0,
     source: str = "",
+    fixed: Mapping[str, float] | None = None,
 ) -> LinearPrior:
     """Fit a :class:`LinearPrior` to measured trials of several workloads.
 
@@ -212,6 +213,10 @@ def fit_linear_prior(
         features: the generic features to fit (absent ones are 0).
         ridge: the ridge penalty on the standardised weights.
         source: stored in the prior's :attr:`LinearPrior.source`.
+        fixed: generic features weighed from first principles rather than fitted, with their
+            weights (``padding.skipped``: :data:`PADDING_SKIPPED_WEIGHT`): their share
+            ``weight * feature`` is taken off each label before the fit, they are not fitted
+            even when in ``features``, and the prior holds them with these weights.
 
     Returns:
         The fitted prior.
@@ -219,6 +224,8 @@ def fit_linear_prior(
     Raises:
         ValueError: if no workload has two valid trials, or a latency is not positive.
     """
+    fixed = dict(fixed or {})
+    features = [f for f in features if f not in fixed]
     rows, labels = [], []
     for names, x, latency in workloads:
         latency = np.asarray(latency, dtype=np.float64)
@@ -228,6 +235,8 @@ def fit_linear_prior(
             raise ValueError("latencies must be positive and finite")
         m = generic_matrix(names, x, features)
         y = -np.log(latency)
+        if fixed:
+            y = y - generic_matrix(names, x, tuple(fixed)) @ np.array(list(fixed.values()))
         rows.append(m - m.mean(axis=0))
         labels.append(y - y.mean())
     if not rows:
@@ -237,4 +246,5 @@ def fit_linear_prior(
     scale[scale == 0] = 1.0
     z = a / scale
     w = np.linalg.solve(z.T @ z + ridge * np.eye(len(features)), z.T @ b) / scale
-    return LinearPrior({f: float(v) for f, v in zip(features, w) if v != 0.0}, source=source)
+    fitted = {f: float(v) for f, v in zip(features, w) if v != 0.0}
+    return LinearPrior(fitted | {f: float(v) for f, v in fixed.items()}, source=source)

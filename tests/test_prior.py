@@ -256,3 +256,24 @@ def test_float32_spaces_of_a_general_target_keep_the_targets_prior() -> None:
 
     space = generate_space(ops.gemm(64, 64, 64, dtype="float32"), "dlboost -general -mcpu=znver2")
     assert space.target.prior_for(space) == PRIOR == space.target.prior()
+
+
+def test_fixed_weights_are_held_not_fitted() -> None:
+    """``fit_linear_prior(fixed=...)``: a feature weighed from first principles keeps its
+    weight, its share is taken off the labels, and the other weights are fitted to the rest.
+    Latencies built as ``exp(-(0.5 * S1.volume + 2 * parallel.balance))`` times a constant per
+    workload: fixing ``parallel.balance`` at 2 recovers 0.5 for ``S1.volume``, as the free fit
+    of both recovers both."""
+    rng = np.random.default_rng(0)
+    names = ["C.S1.volume", "parallel.balance"]
+    workloads = []
+    for _ in range(6):
+        x = np.column_stack([rng.uniform(0, 8, 40), rng.uniform(0.5, 1, 40)])
+        workloads.append((names, x, np.exp(-(0.5 * x[:, 0] + 2.0 * x[:, 1]) + rng.normal())))
+    features = ("S1.volume", "parallel.balance")
+    right = fit_linear_prior(workloads, features=features, ridge=0.0, fixed={"parallel.balance": 2})
+    assert right.weights["parallel.balance"] == 2.0
+    assert right.weights["S1.volume"] == pytest.approx(0.5, abs=1e-9)
+    free = fit_linear_prior(workloads, features=features, ridge=0.0)
+    assert free.weights["parallel.balance"] == pytest.approx(2.0, abs=1e-9)
+    assert free.weights["S1.volume"] == pytest.approx(0.5, abs=1e-9)
