@@ -2665,6 +2665,14 @@ TABLES: dict[str, Table] = {
             "--baseline benchmarks/priors/dlboost-2026-12-06.json",
             rows=prior_by_case,
         ),
+        Table(  # DL Boost's prior against its refit on a Zen 4 (not shipped), in tunes
+            "prior-zen4-refit",
+            ("prior_zen4-amd-epyc-f25m17-2026-12-07.csv",),
+            PRIOR_COLUMNS,
+            "python benchmarks/prior_effect.py --cases B1,B3,C2D2,D2,T2,T4,T6,C2D4,C3D2,G3,C1D1,"
+            "GV3 --seeds 2 --baseline benchmarks/priors/dlboost-zen4-2026-12-07.json",
+            rows=prior_by_case,
+        ),
         Table(  # a register tile of at least the latency-hiding count, in tunes
             "target-options-accumulators",
             ("target_options-intel-r-xeon-r-processor-f6m207-2026-11-29.csv",),
