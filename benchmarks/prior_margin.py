@@ -1,12 +1,14 @@
 """Which cost model ranks a small budget's later rounds best: XGBoost alone, XGBoost with the
 schedule prior as its base margin, or the prior alone? Replayed on recorded random programs.
 
-After the first round of a 16-trial tune (8 trials, ranked by the target's prior:
-:meth:`heronlike.explore.base.Explorer.initial`), Heron's XGBoost model ranks the next rounds
-from the workload's own 8, 16, ... measurements. This script replays that loop on records of
-random programs (``benchmarks/prior_records.py``: ``--trials`` RandSAT programs per workload,
-each measured once), so that every arm sees the same measurements and no timing noise of the
-minute decides between them. For each workload and ``--repeats`` random draws:
+After the first round of a 16-trial tune (8 trials, ranked by the prior:
+:meth:`heronlike.explore.base.Explorer.initial`; here ``PRIOR`` of ``dla_targets/dlboost.py``,
+the DL Boost prior of every CPU without one of its own, unless ``--prior`` names another),
+Heron's XGBoost model ranks the next rounds from the workload's own 8, 16, ... measurements.
+This script replays that loop on records of random programs (``benchmarks/prior_records.py``:
+``--trials`` RandSAT programs per workload, each measured once), so that every arm sees the
+same measurements and no timing noise of the minute decides between them. For each workload
+and ``--repeats`` random draws:
 
 1. the first round: a pool of 64 recorded programs, the prior's best 6 and 2 at random (as
    ``initial`` with ``prior_pool_factor`` 8, ``prior_share`` 0.75);
@@ -19,12 +21,22 @@ minute decides between them. For each workload and ``--repeats`` random draws:
 Arms: ``model`` (:class:`~heronlike.cost_model.XGBCostModel` alone, the cost model before
 this change), ``margin`` (:class:`~heronlike.cost_model.PriorMarginCostModel`, the default now),
 ``prior`` (the prior alone, never learning) and ``random``. The same random draws (seed 1 per
-workload) serve every arm. Writes one row per workload, arm and budget, plus ``all`` rows
-(geomeans over workloads), to ``benchmarks/results/prior_margin-<cpu>-<date>.csv``.
+workload) serve every arm.
+
+``--prior NAME=FILE`` (repeatable) compares *priors* the same way: it adds the arm
+``margin:NAME``, a tune with the prior of ``FILE`` (JSON ``{"weights": ...}``, as
+``benchmarks/priors/`` holds) in place of the shipped one: its first round ranked by that prior,
+its later rounds by XGBoost with that prior as the base margin. ``--arms`` keeps only the named
+arms of the four above (``--arms margin`` to compare priors alone).
+
+Writes one row per workload, arm and budget, plus ``all`` rows (geomeans over workloads), to
+``benchmarks/results/prior_margin-<cpu>-<date>.csv``.
 
     python benchmarks/prior_records.py --out rand.sqlite --dtype int8 --trials 160 \\
         --batch 16 --cases G3,B1,C1D5,C2D1,C2D4,C3D3,D1,G1
     python benchmarks/prior_margin.py rand.sqlite
+    python benchmarks/prior_margin.py rand.sqlite --arms margin \\
+        --prior zen4=benchmarks/priors/dlboost-zen4-2026-12-07.json
 
 The cases above are ones the DL Boost prior was not fitted on (``dla_targets/dlboost.py``).
 """
@@ -32,6 +44,7 @@ The cases above are ones the DL Boost prior was not fitted on (``dla_targets/dlb
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sqlite3
 import sys
@@ -115,6 +128,23 @@ def replay(
     return out
 
 
+def load_prior(spec: str) -> tuple[str, LinearPrior]:
+    """``NAME=FILE`` (``--prior``) -> ``(NAME, the prior of FILE)``; FILE holds JSON
+    ``{"weights": {feature: weight}, "source": ...}`` (``benchmarks/priors/``).
+
+    Raises:
+        ValueError: if ``spec`` is not ``NAME=FILE`` or FILE has no ``weights``.
+        OSError: if FILE cannot be read.
+    """
+    name, _, path = spec.partition("=")
+    if not name or not path:
+        raise ValueError(f"--prior {spec!r}: want NAME=FILE")
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("weights"), dict):
+        raise ValueError(f"--prior {spec!r}: {path} has no 'weights' mapping")
+    return name, LinearPrior(data["weights"], source=str(data.get("source", path)))
+
+
 def _descriptions(path: Path) -> dict[str, str]:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT workload_key, description FROM workloads").fetchall()
@@ -135,7 +165,30 @@ def main(argv: list[str] | None = None) -> int:
         help="the suite's cases the records hold, to name their workloads",
     )
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
+    p.add_argument(
+        "--prior",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="add the arm margin:NAME, a tune with the prior of FILE (JSON weights) in place "
+        "of the shipped one (repeatable)",
+    )
+    p.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help=f"the arms of the shipped prior to replay, of {','.join(ARMS)}",
+    )
     a = p.parse_args(argv)
+    shipped = [arm for arm in a.arms.split(",") if arm]
+    if not set(shipped) <= set(ARMS):
+        p.error(f"--arms {a.arms}: each one of {', '.join(ARMS)}")
+    try:
+        others = [load_prior(spec) for spec in a.prior]
+    except (OSError, ValueError) as err:
+        p.error(str(err))
+    arm_names = shipped + [f"margin:{name}" for name, _ in others]
+    if not arm_names:
+        p.error("no arm to replay")
     keys: list[str] = []
     workloads, skipped = prior_fit.load(a.records, a.target, a.min_trials, keys)
     for line in skipped:
@@ -151,11 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     per_arm: dict[tuple[str, int], list[float]] = {}
     for (names, x, latency), key in zip(workloads, keys, strict=True):
-        scores = PRIOR.score(names, x)
-        arms = rankers(names, x, 1.0 / latency, PRIOR, seed=0)
+        # arm -> (its ranker of later rounds, the scores of its first round)
+        base = rankers(names, x, 1.0 / latency, PRIOR, seed=0)
+        arms = {arm: (base[arm], PRIOR.score(names, x)) for arm in shipped}
+        for name, prior in others:
+            rank = rankers(names, x, 1.0 / latency, prior, seed=0)["margin"]
+            arms[f"margin:{name}"] = (rank, prior.score(names, x))
         line = [f"{described.get(key, key)[:40]:40s}"]
-        for arm in ARMS:
-            ratios = replay(arms[arm], scores, latency, a.repeats, seed=1)
+        for arm, (rank, scores) in arms.items():
+            ratios = replay(rank, scores, latency, a.repeats, seed=1)
             for budget, values in ratios.items():
                 g = geomean(values)
                 per_arm.setdefault((arm, budget), []).append(g)
@@ -189,9 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     print(f"\ngeomean over {len(workloads)} workloads of best so far / best recorded:")
-    print("  arm     " + "".join(f"{b:>9d}" for b in BUDGETS))
-    for arm in ARMS:
-        print(f"  {arm:7s} " + "".join(f"{geomean(per_arm[arm, b]):9.4f}" for b in BUDGETS))
+    width = max(7, *(len(arm) for arm in arm_names))
+    print(f"  {'arm':{width}s} " + "".join(f"{b:>9d}" for b in BUDGETS))
+    for arm in arm_names:
+        print(f"  {arm:{width}s} " + "".join(f"{geomean(per_arm[arm, b]):9.4f}" for b in BUDGETS))
     path = write_rows(a.out / f"prior_margin-{machine_slug()}-{machine_stamp()['date']}.csv", rows)
     print(f"wrote {path}")
     return 0
