@@ -428,6 +428,13 @@ PRIOR_MARGIN_REPLAY_COLUMNS = (
     *(Col(f"best / best recorded, {b} trials", f"{{b{b}:.3f}}") for b in MARGIN_BUDGETS),
 )
 
+#: prior_margin.py --prior: arms that differ by their prior (first round and base margin)
+PRIOR_ZEN4_REPLAY_COLUMNS = (
+    Col("case", "{workload}"),
+    Col("arm", "{arm}"),
+    *(Col(f"best / best recorded, {b} trials", f"{{b{b}:.3f}}") for b in MARGIN_BUDGETS),
+)
+
 
 def _option_arms(
     raw: list[Row], on: str = "option"
@@ -2636,9 +2643,19 @@ TABLES: dict[str, Table] = {
         ),
         Table(  # the prior as the cost model's base margin, replayed on random programs
             "prior-margin-replay",
-            ("prior_margin-*.csv",),
+            ("prior_margin-intel-*.csv",),
             PRIOR_MARGIN_REPLAY_COLUMNS,
             "python benchmarks/prior_margin.py <records of prior_records.py --trials 160>",
+            rows=margin_replay_rows,
+        ),
+        Table(  # the Zen 4 prior against the shipped one, replayed on random programs
+            "prior-zen4-replay",
+            ("prior_margin-amd-epyc-f25m17-*.csv",),
+            PRIOR_ZEN4_REPLAY_COLUMNS,
+            "python benchmarks/prior_records.py --trials 160 --cases "
+            "B1,B3,C2D2,D2,T2,T4,T6,C2D4,C3D2,G3,C1D1,GV3 (C2D2: 128) --out rand.sqlite; "
+            "python benchmarks/prior_margin.py rand.sqlite --arms margin,random "
+            "--prior zen4=benchmarks/priors/dlboost-zen4-2026-12-07.json",
             rows=margin_replay_rows,
         ),
         Table(  # the same, in tunes timed side by side

@@ -227,13 +227,14 @@ def test_tile_widens_counts_the_operand_widenings_per_intrinsic_call(target, wid
     vector, ``1/i`` per call of an ``i × j`` tile, and A, when read as uint8 rather than from
     the pre-widened copy, once per broadcast, ``1/j``. VNNI widens nothing: no feature. Such
     spaces rank by the prior fitted on them (``prior_for``); the others by the target's."""
-    from dla_targets.dlboost import PRIOR, PRIOR_PMADDWD
+    from dla_targets.dlboost import PRIOR, PRIOR_PMADDWD, PRIOR_ZEN4
 
     space = generate_space(ops.gemm(64, 64, 64, dtype="int8"), target)
     _, ex = search_for(space, "random", seed=0)
     pool = ex.sampler.sample(16)
     names, x = ex.featurizer.names, ex.features(pool)
-    assert space.target.prior_for(space) == (PRIOR_PMADDWD if widened else PRIOR)
+    assert space.target.prior_for(space) == (PRIOR_PMADDWD if widened else PRIOR_ZEN4)
+    assert "tile.widens" not in PRIOR_ZEN4.weights
     assert "tile.widens" in PRIOR_PMADDWD.weights and "tile.widens" not in PRIOR.weights
     if not widened:
         assert "C.tile.widens" not in names
@@ -246,6 +247,53 @@ def test_tile_widens_counts_the_operand_widenings_per_intrinsic_call(target, wid
     loads = generic_features(names, x)["tile.loads"]
     differ = len(set(np.round(np.asarray(want) - loads, 6))) > 1
     assert differ == (widened == ("b",))
+
+
+@pytest.mark.parametrize(
+    ("target", "dtype", "want"),
+    [
+        ("dlboost -mcpu=znver4", "int8", "PRIOR_ZEN4"),
+        ("llvm -mcpu=znver4", "int8", "PRIOR_ZEN4"),
+        ("llvm -mcpu=znver4", "float32", "PRIOR"),
+        ("dlboost -mcpu=sapphirerapids", "int8", "PRIOR"),
+        ("dlboost -mcpu=znver5", "int8", "PRIOR"),
+    ],
+)
+def test_vnni_spaces_rank_by_the_prior_fitted_on_their_cpu(target, dtype, want) -> None:
+    """A VNNI space of ``-mcpu=znver4`` ranks by the prior fitted on a Zen 4
+    (:data:`~dla_targets.dlboost.PRIOR_ZEN4`: in a replay of 12 cases it was not fitted on,
+    16-trial tunes 1.058× of the best recorded program against 1.091× with ``PRIOR``); other
+    CPUs' VNNI spaces and every float32 space keep ``PRIOR``, and a tune's explorer ranks its
+    first round and its cost model's base margin by the prior ``prior_for`` gives. Spaces
+    only: nothing runs, so the test holds on any CPU."""
+    from dla_targets import dlboost
+
+    space = generate_space(ops.gemm(64, 64, 64, dtype=dtype), target)
+    prior = getattr(dlboost, want)
+    assert space.target.prior_for(space) == prior
+    assert space.target.prior() == dlboost.PRIOR  # the target's prior for any space
+    _, explorer = search_for(space, "cga", seed=0)
+    assert explorer.prior == prior
+    # physics the Zen 4 fit kept: idle threads, a working set near L2's capacity, a register
+    # file near full and more loads per intrinsic call are slower
+    zen4 = dlboost.PRIOR_ZEN4.weights
+    assert zen4["parallel.balance"] > 0 and zen4["L2.fill"] < 0 and zen4["register.fill"] < 0
+    assert zen4["tile.loads"] < 0 and zen4["padding.skipped"] == pytest.approx(np.log(2))
+
+
+def test_the_zen4_prior_is_the_fit_its_replay_measured() -> None:
+    """``PRIOR_ZEN4`` holds the weights of ``benchmarks/priors/dlboost-zen4-2026-12-07.json``
+    (the file ``prior_margin.py --prior`` replayed), to the 4 decimals it is written with."""
+    import json
+    from pathlib import Path
+
+    from dla_targets.dlboost import PRIOR_ZEN4
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks/priors/dlboost-zen4-2026-12-07.json"
+    fitted = json.loads(path.read_text())["weights"]
+    assert set(fitted) == set(PRIOR_ZEN4.weights)
+    for name, weight in fitted.items():
+        assert PRIOR_ZEN4.weights[name] == pytest.approx(weight, abs=5e-5), name
 
 
 def test_float32_spaces_of_a_general_target_keep_the_targets_prior() -> None:
