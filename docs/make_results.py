@@ -1946,6 +1946,9 @@ def rerun_columns(again: str) -> tuple[Col, ...]:
 
 
 RERUN_D2_COLUMNS = rerun_columns("again")
+#: the products of K <= 128 below 90 % again, tuned with the Zen 4 prior (2026-12-07 evening)
+ZEN4_PRIOR_ROWS_CSV = "suite_zen4-prior-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
+ZEN4_PRIOR_ROWS = ("C2D2", "D2", "T2", "B1", "B3", "C2D4", "T4", "T6")
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
 OPEN_ROWS32_XEON_EMR_CSV = "suite_open-rows32-vnni-intel-xeon-emr-2026-12-05.csv"
@@ -2392,6 +2395,14 @@ TABLES: dict[str, Table] = {
             "python benchmarks/suite.py --quick --cases D2,GV3,T6  "
             "(the table's rows: the whole table below)",
             where=lambda r: r["case"] in ("D2", "GV3", "T6"),
+        ),
+        Table(  # ... the rows below 90 % again with the Zen 4 prior, beside the table's rows
+            "suite-zen4-prior-rows-2026-12-07",
+            (FAIR_VNNI_ZEN4_WAITS_CSV, ZEN4_PRIOR_ROWS_CSV),
+            rerun_columns("Zen 4 prior"),
+            f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_PRIOR_ROWS)}  "
+            "(the table's rows: the whole table of that morning)",
+            where=lambda r: r["case"] in ZEN4_PRIOR_ROWS,
         ),
         Table(  # ... T4 and T6 with their zeros between the reduction's steps, beside its rows
             "suite-spread-zeros-t4-t6-zen4-2026-12-07",
