@@ -2666,7 +2666,8 @@ TABLES: dict[str, Table] = {
             "python benchmarks/prior_records.py --trials 160 --cases "
             "B1,B3,C2D2,D2,T2,T4,T6,C2D4,C3D2,G3,C1D1,GV3 (C2D2: 128) --out rand.sqlite; "
             "python benchmarks/prior_margin.py rand.sqlite --arms margin,random "
-            "--prior zen4=benchmarks/priors/dlboost-zen4-2026-12-07.json",
+            "--prior zen4=benchmarks/priors/dlboost-zen4-2026-12-07.json "
+            "--prior zen4-write-back=benchmarks/priors/dlboost-zen4-write-back-2026-12-07.json",
             rows=margin_replay_rows,
         ),
         Table(  # the same, in tunes timed side by side

@@ -25,6 +25,11 @@ Features of one assignment, per tiled stage ``s`` and per tiling level ``L`` (``
                                the output's last axis, ``P`` along the others)
 ``s.tile.widens``              ``1/P`` (+ ``1/V``): operand widenings per instance of the register
                                tile, for an intrinsic that widens B (and A) in every call
+``s.write_back.outside``       ``log2(write-back tile / innermost one)``: elements of the output
+                               tile the write-back copies at its chosen place over those of
+                               the innermost place it could take; 0 there, ``k`` when the
+                               accumulators go through a buffer ``2**k`` times larger that is
+                               copied to the output after it
 ``s.padding.skipped``          ``log2(all / executed)`` body instances, where the padding guards
                                (:mod:`heronlike.postproc`) skip those whose reads lie in a
                                zero padding (:func:`_padding_skipped`); 0 when none are skipped
@@ -48,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from heronlike.cost_model import assignment_features, feature_names
-from heronlike.csp import CSP, Le
+from heronlike.csp import CSP, Le, Select
 
 if TYPE_CHECKING:  # pragma: no cover
     from heronlike.space import Space
@@ -111,6 +116,7 @@ class ScheduleFeatures:
             derived += _level_features(stage, list(nest))
             derived += _tile_features(stage, list(nest), space.matches.get(stage_name))
             derived += _padding_skipped(space, stage, list(nest), annotated)
+            derived += _write_back_outside(space.csp, stage_name)
             vector = [lp.extent for lp in nest if annotated.get(lp.sym) == "vectorize"]
             vector += [lanes for _, lanes in annotated.get(("block", stage_name), [])]
             if vector:
@@ -193,6 +199,28 @@ def _balance_fn(factors: Sequence[Any], cores: int) -> Callable[[Values], np.nda
 
 def _ratio_fn(var: str, capacity: int) -> Callable[[Values], np.ndarray]:
     return lambda values: values(var) / float(capacity)
+
+
+def _write_back_outside(csp: CSP, stage: str) -> list[Feature]:
+    """``s.write_back.outside`` for a stage whose write-back block a knob attaches (the C4
+    AddStageFuse SELECT of ``<stage>.write_back.elems`` among the candidate places' tile
+    sizes, :meth:`heronlike.rules.base.RuleContext.attach`): ``log2`` of the chosen tile's
+    elements over the smallest candidate's. Attached outside the innermost place, every
+    accumulator is stored to a buffer of the chosen tile and copied to the output after it,
+    an extra pass over the output that the further out, the larger (and the farther from the
+    core) the buffer. On a Zen 4's records of random programs the prior's fit weighs it
+    -0.016 per unit (docs/results.md, "The Zen 4 prior in a replay")."""
+    size = f"{stage}.write_back.elems"
+    select = next((c for c in csp.constraints if isinstance(c, Select) and c.target == size), None)
+    if select is None or len(select.options) < 2:
+        return []
+    options = select.options
+
+    def fn(values: Values) -> np.ndarray:
+        smallest = np.min(np.stack([values(op) for op in options]), axis=0)
+        return np.log2(np.maximum(values(size), 1.0) / np.maximum(smallest, 1.0))
+
+    return [(f"{stage}.write_back.outside", fn)]
 
 
 Feature = tuple[str, Callable[[Values], np.ndarray]]

@@ -18,9 +18,10 @@ without the stage: ``S1.volume`` instead of ``C.S1.volume``; ``register.fill``, 
 ``L2.fill`` (footprint / capacity of the memory levels), ``parallel.balance`` and
 ``parallel.extent``, ``unroll.depth`` (the stage's auto-unroll knob), ``tile.loads`` (the
 register tile's vector loads per intrinsic call), ``tile.widens`` (the operand widenings per
-call of an intrinsic that widens in the call: AVX2's ``vpmaddwd``) and ``padding.skipped``
-(``log2`` of the work over what the padding guards let run). A feature a space does not have
-is 0.
+call of an intrinsic that widens in the call: AVX2's ``vpmaddwd``), ``padding.skipped``
+(``log2`` of the work over what the padding guards let run) and ``write_back.outside`` (``log2``
+of the output tile the write-back copies over the innermost one it could: accumulators that go
+through a buffer). A feature a space does not have is 0.
 
 ``padding.skipped`` is weighed from first principles rather than fitted: a compute-bound
 stage's latency scales with the work it runs, so ``-ln(latency)`` grows by ``ln 2`` per unit
@@ -71,6 +72,7 @@ GENERIC_FEATURES: tuple[str, ...] = (
     "tile.loads",
     "tile.widens",
     "padding.skipped",
+    "write_back.outside",
 )
 
 #: weight of ``padding.skipped`` in a prior (module docstring): ``ln 2`` per halving of the work
@@ -82,6 +84,7 @@ _UNROLL = re.compile(r"^(?P<stage>\w+)\.unroll$")
 _LOADS = re.compile(r"^(?P<stage>\w+)\.tile\.loads$")
 _WIDENS = re.compile(r"^(?P<stage>\w+)\.tile\.widens$")
 _SKIPPED = re.compile(r"^(?P<stage>\w+)\.padding\.skipped$")
+_WRITE_BACK = re.compile(r"^(?P<stage>\w+)\.write_back\.outside$")
 
 
 def main_stage(names: Sequence[str]) -> str | None:
@@ -127,6 +130,7 @@ def generic_features(names: Sequence[str], x: np.ndarray) -> dict[str, np.ndarra
             (_LOADS, lambda m: "tile.loads"),
             (_WIDENS, lambda m: "tile.widens"),
             (_SKIPPED, lambda m: "padding.skipped"),
+            (_WRITE_BACK, lambda m: "write_back.outside"),
         ):
             m = pattern.match(name)
             if m and m.group("stage") == main:
