@@ -209,7 +209,7 @@ def _write_back_outside(csp: CSP, stage: str) -> list[Feature]:
     accumulator is stored to a buffer of the chosen tile and copied to the output after it,
     an extra pass over the output that the further out, the larger (and the farther from the
     core) the buffer. On a Zen 4's records of random programs the prior's fit weighs it
-    -0.016 per unit (docs/results.md, "The Zen 4 prior in a replay")."""
+    -0.0154 per unit (docs/results.md, "The Zen 4 prior in a replay")."""
     size = f"{stage}.write_back.elems"
     select = next((c for c in csp.constraints if isinstance(c, Select) and c.target == size), None)
     if select is None or len(select.options) < 2:
