@@ -30,6 +30,9 @@ XGBoost regression of ``-ln(latency)``, centred within each workload as the line
 :class:`TreePrior`): whether the prior's linear form, not its features, limits its ranking.
 ``--hold-out CASES`` leaves the workloads of those suite cases out of every fit and checks the
 final fit on them (the cases a tune-level check of the prior then runs out of sample).
+``--save FILE`` writes the final fit of every generic feature as JSON (``{"weights": ...,
+"source": ...}``, as ``benchmarks/priors/`` holds), the file ``prior_margin.py --prior`` and
+``prior_effect.py --baseline`` read.
 
 Records are read as points of today's space: each trial's knobs, its derived variables
 recomputed; trials whose knobs today's constraints reject are left out
@@ -275,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         "(repeatable; heronlike.prior.fit_linear_prior's fixed)",
     )
     p.add_argument(
+        "--save",
+        type=Path,
+        metavar="FILE",
+        help="write the final fit (every generic feature) as JSON weights to FILE",
+    )
+    p.add_argument(
         "--trees",
         action="store_true",
         help="also check an XGBoost regression on the same generic features (TreePrior)",
@@ -342,7 +351,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, w in prior.weights.items():
             print(f'    "{name}": {w:+.4f},')
         print("}")
+        if a.save is not None and features == GENERIC_FEATURES:
+            save_prior(a.save, prior, argv)
+            print(f"wrote {a.save}")
     return 0
+
+
+def save_prior(path: Path, prior: LinearPrior, argv: list[str] | None) -> None:
+    """Write ``prior`` as JSON ``{"weights": ..., "source": ...}`` to ``path``; the source names
+    the command (``argv``), the CPU and the date."""
+    from heronlike.host import cpu_model, machine_stamp
+
+    args = " ".join(sys.argv[1:] if argv is None else argv)
+    source = f"benchmarks/prior_fit.py {args} ({cpu_model()}, {machine_stamp()['date']})"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"weights": dict(prior.weights), "source": source}, indent=1)
+    path.write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -100,3 +100,22 @@ def test_the_replay_compares_a_prior_file_with_the_shipped_prior(tmp_path: Path)
     assert all(v >= 1.0 for arm in by_arm.values() for v in arm.values())
     with pytest.raises(ValueError, match="NAME=FILE"):
         prior_margin.load_prior(str(same))
+
+
+def test_prior_fit_saves_its_final_fit_for_the_replay(tmp_path: Path) -> None:
+    """``prior_fit.py --save FILE`` writes the fit of every generic feature on all workloads,
+    as JSON that ``prior_margin.py --prior`` reads back to the same weights (three tiny float32
+    cases, 4 random programs each)."""
+    from benchmarks import prior_margin
+
+    records = tmp_path / "prior.sqlite"
+    cases = "gemm:16,16,32;gemm:16,32,32;bmm:2,16,16,32"
+    argv = ["--cases", cases, "--dtype", "float32", "--out", str(records), "--trials", "4"]
+    assert prior_records.main([*argv, "--batch", "4"]) == 0
+    saved = tmp_path / "priors" / "fit.json"
+    assert prior_fit.main([str(records), "--min-trials", "4", "--save", str(saved)]) == 0
+    name, prior = prior_margin.load_prior(f"mine={saved}")
+    data, _ = prior_fit.load([records], "", min_trials=4)
+    assert name == "mine" and len(data) == 3
+    assert prior.weights == pytest.approx(fit_linear_prior(data).weights)
+    assert "--save" in prior.source and "prior_fit.py" in prior.source
