@@ -33,7 +33,6 @@ Writes ``benchmarks/results/prior_effect-<cpu>-<date>.csv`` and prints the geome
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -42,10 +41,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import heronlike  # noqa: E402
-from benchmarks import suite  # noqa: E402
+from benchmarks import prior_fit, suite  # noqa: E402
 from heronlike.cost_model import XGBCostModel  # noqa: E402
 from heronlike.host import cpu_model, machine_stamp  # noqa: E402
-from heronlike.prior import LinearPrior  # noqa: E402
 from heronlike.session import TuningSession  # noqa: E402
 
 #: the cases the DL Boost prior was not fitted on: the rows lost to MetaSchedule or PyTorch at
@@ -171,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--model-alone and --baseline are two different off arms: pick one")
     a.baseline_prior = None
     if a.baseline is not None:
-        spec = json.loads(a.baseline.read_text())
-        a.baseline_prior = LinearPrior(spec["weights"], source=spec.get("source", str(a.baseline)))
+        try:
+            a.baseline_prior = prior_fit.read_prior(a.baseline)
+        except (OSError, ValueError) as err:
+            p.error(f"--baseline: {err}")
     rows, path = suite.run_per_case(a, one_case, "prior_effect")
     if path is None:
         return 1

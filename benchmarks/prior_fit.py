@@ -357,9 +357,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def read_prior(path: Path) -> LinearPrior:
+    """The prior a JSON file ``{"weights": {feature: weight}, "source": ...}`` holds (as
+    ``benchmarks/priors/`` does and :func:`save_prior` writes); its source, or the path.
+
+    Raises:
+        ValueError: if the file is not JSON or has no ``weights`` mapping.
+        OSError: if it cannot be read.
+    """
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("weights"), dict):
+        raise ValueError(f"{path} has no 'weights' mapping")
+    return LinearPrior(data["weights"], source=str(data.get("source", path)))
+
+
 def save_prior(path: Path, prior: LinearPrior, argv: list[str] | None) -> None:
-    """Write ``prior`` as JSON ``{"weights": ..., "source": ...}`` to ``path``; the source names
-    the command (``argv``), the CPU and the date."""
+    """Write ``prior`` as JSON ``{"weights": ..., "source": ...}`` to ``path`` (what
+    :func:`read_prior` reads); the source names the command (``argv``), the CPU and the date."""
     from heronlike.host import cpu_model, machine_stamp
 
     args = " ".join(sys.argv[1:] if argv is None else argv)

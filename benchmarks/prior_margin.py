@@ -44,7 +44,6 @@ The cases above are ones the DL Boost prior was not fitted on (``dla_targets/dlb
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sqlite3
 import sys
@@ -130,7 +129,8 @@ def replay(
 
 def load_prior(spec: str) -> tuple[str, LinearPrior]:
     """``NAME=FILE`` (``--prior``) -> ``(NAME, the prior of FILE)``; FILE holds JSON
-    ``{"weights": {feature: weight}, "source": ...}`` (``benchmarks/priors/``).
+    ``{"weights": {feature: weight}, "source": ...}`` (``benchmarks/priors/``;
+    :func:`benchmarks.prior_fit.read_prior`).
 
     Raises:
         ValueError: if ``spec`` is not ``NAME=FILE`` or FILE has no ``weights``.
@@ -139,10 +139,7 @@ def load_prior(spec: str) -> tuple[str, LinearPrior]:
     name, _, path = spec.partition("=")
     if not name or not path:
         raise ValueError(f"--prior {spec!r}: want NAME=FILE")
-    data = json.loads(Path(path).read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("weights"), dict):
-        raise ValueError(f"--prior {spec!r}: {path} has no 'weights' mapping")
-    return name, LinearPrior(data["weights"], source=str(data.get("source", path)))
+    return name, prior_fit.read_prior(Path(path))
 
 
 def _descriptions(path: Path) -> dict[str, str]:
