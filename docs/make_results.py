@@ -1932,7 +1932,7 @@ SPREAD_T4_T6_ZEN4_CSV = "suite_spread-zeros-t4-t6-vnni-amd-epyc-zen4-2026-12-07.
 def rerun_columns(again: str | dict[str, str]) -> tuple[Col, ...]:
     """The columns of rows run again beside the same rows of the whole table of that morning
     (:data:`FAIR_VNNI_ZEN4_WAITS_CSV`); the run column names the second run ``again`` (or each
-    later run by its file: ``{file: name}``)."""
+    other file's rows by its name in ``{file: name}``)."""
 
     def run(r: Row) -> str:
         if r["_file"] == FAIR_VNNI_ZEN4_WAITS_CSV:
@@ -1957,6 +1957,11 @@ RERUN_D2_COLUMNS = rerun_columns("again")
 ZEN4_PRIOR_ROWS_CSV = "suite_zen4-prior-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
 #: ... and with the Zen 4 prior refitted with write_back.outside, the one shipped (18:12-18:29)
 ZEN4_PRIOR_WB_ROWS_CSV = "suite_zen4-prior-write-back-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
+#: the whole fair table on the Zen 4 with PRIOR_ZEN4 (write_back.outside), that evening
+FAIR_VNNI_ZEN4_PRIOR_CSV = "suite_fair-zen4-prior-vnni-amd-epyc-zen4-2026-12-07.csv"
+#: ... its lost rows tuned again with PRIOR_ZEN4's parallel.balance held at PRIOR's
+ZEN4_BALANCE_ROWS_CSV = "suite_zen4-balance-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
+ZEN4_BALANCE_ROWS = ("GV1", "GV4", "D1", "C3D1", "C3D5")
 ZEN4_PRIOR_ROWS = ("C2D2", "D2", "T2", "B1", "B3", "C2D4", "T4", "T6")
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
@@ -2129,9 +2134,9 @@ PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
 #: the README's summary of the fair DL Boost tables, one row per machine: its short name and
 #: the docs/results.md section of its table
 FAIR_MACHINES = {
-    FAIR_VNNI_ZEN4_WAITS_CSV: (
-        "AMD EPYC Zen 4",
-        "the-fair-table-on-a-zen-4-again-2026-12-07-the-probe-waiting-for-its-threads",
+    FAIR_VNNI_ZEN4_PRIOR_CSV: (
+        "AMD EPYC Zen 4 (its own prior)",
+        "the-fair-table-on-a-zen-4-with-its-own-prior-2026-12-07-evening",
     ),
     "suite_fair-rule-vnni-intel-xeon-emr-2026-12-05.csv": (
         "Intel Xeon, Emerald Rapids (PyTorch capped at VNNI)",
@@ -2389,6 +2394,26 @@ TABLES: dict[str, Table] = {
             FAIR_VNNI_TURNS_COLUMNS,
             FAIR_VNNI_CMD,
             summary=FAIR_VNNI_TURNS_SUMMARY,
+        ),
+        Table(  # ... the whole table again that evening, with the Zen 4 prior
+            "suite-fair-vnni-zen4-2026-12-07-zen4-prior",
+            (FAIR_VNNI_ZEN4_PRIOR_CSV,),
+            FAIR_VNNI_TURNS_COLUMNS,
+            FAIR_VNNI_CMD,
+            summary=FAIR_VNNI_TURNS_SUMMARY,
+        ),
+        Table(  # ... its lost rows tuned again with the prior's balance weight held at PRIOR's
+            "suite-zen4-balance-rows-2026-12-07",
+            (FAIR_VNNI_ZEN4_PRIOR_CSV, ZEN4_BALANCE_ROWS_CSV),
+            rerun_columns(
+                {
+                    FAIR_VNNI_ZEN4_PRIOR_CSV: "the table (balance held at +1)",
+                    ZEN4_BALANCE_ROWS_CSV: "balance held at PRIOR's",
+                }
+            ),
+            f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_BALANCE_ROWS)}  "
+            "(the table's rows: the whole table above)",
+            where=lambda r: r["case"] in ZEN4_BALANCE_ROWS,
         ),
         Table(  # ... the whole table again, the peak probe waiting for its threads
             "suite-fair-vnni-zen4-2026-12-07-probe-waits",
@@ -2682,6 +2707,26 @@ TABLES: dict[str, Table] = {
             "python benchmarks/prior_margin.py rand.sqlite --arms margin,random "
             "--prior zen4=benchmarks/priors/dlboost-zen4-2026-12-07.json "
             "--prior zen4-write-back=benchmarks/priors/dlboost-zen4-write-back-2026-12-07.json",
+            rows=margin_replay_rows,
+        ),
+        Table(  # the Zen 4 prior with parallel.balance held at PRIOR's, replayed likewise
+            "prior-zen4-balance-replay",
+            ("prior_margin_balance-held-amd-epyc-f25m17-*.csv",),
+            PRIOR_ZEN4_REPLAY_COLUMNS,
+            "python benchmarks/prior_margin.py rand.sqlite --arms margin "
+            "--prior zen4-write-back=benchmarks/priors/dlboost-zen4-write-back-2026-12-07.json "
+            "--prior zen4-balance=benchmarks/priors/dlboost-zen4-balance-2026-12-07.json  "
+            "(rand.sqlite: the records of the table above)",
+            rows=margin_replay_rows,
+        ),
+        Table(  # ... and on fresh random programs of the table's lost rows GV1, GV4 and D1
+            "prior-zen4-balance-replay-lost-rows",
+            ("prior_margin_balance-lost-rows-amd-epyc-f25m17-*.csv",),
+            PRIOR_ZEN4_REPLAY_COLUMNS,
+            "python benchmarks/prior_records.py --trials 160 --seed 7 --cases GV1,GV4,D1 "
+            "--out lost.sqlite; python benchmarks/prior_margin.py lost.sqlite --arms margin,random "
+            "--prior zen4-write-back=benchmarks/priors/dlboost-zen4-write-back-2026-12-07.json "
+            "--prior zen4-balance=benchmarks/priors/dlboost-zen4-balance-2026-12-07.json",
             rows=margin_replay_rows,
         ),
         Table(  # the same, in tunes timed side by side
