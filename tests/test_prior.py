@@ -305,15 +305,16 @@ def test_vnni_spaces_rank_by_the_prior_fitted_on_their_cpu(target, dtype, want) 
 def test_the_zen4_prior_is_the_fit_its_replay_measured() -> None:
     """``PRIOR_ZEN4`` holds the weights of
     ``benchmarks/priors/dlboost-zen4-balance-2026-12-07.json`` (the file ``prior_margin.py
-    --prior`` replayed), to the 4 decimals it is written with (a weight under that: absent)."""
-    import json
+    --prior`` replayed, read as it reads it), to the 4 decimals it is written with (a weight
+    under that: absent)."""
     from pathlib import Path
 
+    from benchmarks.prior_fit import read_prior
     from dla_targets.dlboost import PRIOR_ZEN4
 
     root = Path(__file__).resolve().parent.parent
     path = root / "benchmarks/priors/dlboost-zen4-balance-2026-12-07.json"
-    fitted = json.loads(path.read_text())["weights"]
+    fitted = read_prior(path).weights
     assert "write_back.outside" in PRIOR_ZEN4.weights
     for name in set(fitted) | set(PRIOR_ZEN4.weights):
         got, want = PRIOR_ZEN4.weights.get(name, 0.0), fitted.get(name, 0.0)
