@@ -35,13 +35,23 @@ Features of one assignment, per tiled stage ``s`` and per tiling level ``L`` (``
                                zero padding (:func:`_padding_skipped`); 0 when none are skipped
 ``parallel.extent``            product of the extents of every parallel loop
 ``parallel.balance``           ``extent / (ceil(extent / cores) * cores)``: 1.0 when it divides
+``parallel.speedup``           ``ln(busy) - ln(1 + launches * launch_ops * busy / ops)``: the
+                               natural log of the speedup over one core that a program whose
+                               time is ``ops / busy`` plus one launch per parallel region
+                               would get (``busy = extent / ceil(extent / cores)`` cores,
+                               ``launches`` the stages whose parallel loops run more than one
+                               iteration, ``ops`` 2 per body instance of every stage,
+                               ``launch_ops`` the target's
+                               :attr:`~heronlike.target.DLATarget.parallel_launch_ops`); 0 for
+                               a program on one core
 ``<var>.fill``                 ``var / capacity`` for every ``LE var <= capacity`` of the CSP
 =============================  =================================================================
 
 A derived name that is also a CSP variable's (``s.unroll`` beside an unroll-depth knob named
 ``s.unroll``) gets the suffix ``.derived``.
 
-Counts and extents enter as ``log2(x + 1)``; ratios (``balance``, ``fill``) as they are.
+Counts and extents enter as ``log2(x + 1)``; ratios (``balance``, ``fill``) as they are;
+``speedup`` in natural log, so that a prior may weigh it 1 (:mod:`heronlike.prior`).
 """
 
 from __future__ import annotations
@@ -111,8 +121,11 @@ class ScheduleFeatures:
         derived: list[tuple[str, Callable[[Values], np.ndarray]]] = []
         annotated = _annotations(space)
         parallel: list[Any] = []
+        regions: list[list[Any]] = []
+        ops = 0
         for stage_name, nest in space.nests.items():
             stage = space.dag.stage(stage_name)
+            ops += 2 * math.prod(int(a.extent) for a in stage.axes)
             derived += _level_features(stage, list(nest))
             derived += _tile_features(stage, list(nest), space.matches.get(stage_name))
             derived += _padding_skipped(space, stage, list(nest), annotated)
@@ -124,11 +137,16 @@ class ScheduleFeatures:
             unrolled = [lp.extent for lp in nest if annotated.get(lp.sym) == "unroll"]
             if unrolled:
                 derived.append((f"{stage_name}.unroll", _product_fn(unrolled, log=True)))
-            parallel += [lp.extent for lp in nest if annotated.get(lp.sym) == "parallel"]
+            region = [lp.extent for lp in nest if annotated.get(lp.sym) == "parallel"]
+            parallel += region
+            if region:
+                regions.append(region)
         if parallel:
             cores = max(1, int(space.target.cores))
             derived.append(("parallel.extent", _product_fn(parallel, log=True)))
             derived.append(("parallel.balance", _balance_fn(parallel, cores)))
+            launch = float(getattr(space.target, "parallel_launch_ops", 0.0)) / max(ops, 1)
+            derived.append(("parallel.speedup", _speedup_fn(parallel, regions, cores, launch)))
         for c in space.csp.constraints:
             if isinstance(c, Le) and isinstance(c.a, str) and isinstance(c.b, int) and c.b > 0:
                 derived.append((f"{c.a}.fill", _ratio_fn(c.a, c.b)))
@@ -193,6 +211,23 @@ def _balance_fn(factors: Sequence[Any], cores: int) -> Callable[[Values], np.nda
     def fn(values: Values) -> np.ndarray:
         extent = raw(values)
         return extent / (np.ceil(extent / cores) * cores)
+
+    return fn
+
+
+def _speedup_fn(
+    factors: Sequence[Any], regions: Sequence[Sequence[Any]], cores: int, launch: float
+) -> Callable[[Values], np.ndarray]:
+    """``parallel.speedup`` (module docstring); ``launch`` is the launch's operations over the
+    program's."""
+    raw = _product_fn(factors, log=False)
+    sizes = [_product_fn(region, log=False) for region in regions]
+
+    def fn(values: Values) -> np.ndarray:
+        extent = raw(values)
+        busy = extent / np.ceil(extent / cores)
+        launches = sum((size(values) > 1).astype(np.float64) for size in sizes)
+        return np.log(busy) - np.log1p(launches * launch * busy)
 
     return fn
 

@@ -85,6 +85,14 @@ class DLATarget(ABC):
     #: divide (e.g. :class:`heronlike.rules.pad.PadToIntrinsic`); otherwise such a stage is an
     #: :class:`~heronlike.errors.UnsupportedShapeError`
     pads_shapes: ClassVar[bool] = False
+    #: operations one core runs in the time TVM's thread pool takes to launch and join a
+    #: parallel region, at the rate of the small stages where the launch matters: the
+    #: ``parallel.speedup`` feature (:mod:`heronlike.features`) weighs a parallel loop's
+    #: launch against the work it splits with it. 1.7e5 on a Zen 4's 2 cores: 0.78 µs of
+    #: launch at the 222 G op/s per core of int8 matrix-vector products (their serial and
+    #: parallel random programs fit ``serial / 2 + 0.78 µs``; docs/results.md, "A parallel
+    #: loop's launch in the prior"). A target may set it per instance.
+    parallel_launch_ops: float = 1.7e5
     #: options this target understands (``-key=value`` in a target string)
     option_names: ClassVar[tuple[str, ...]] = ()
     #: options a name of :attr:`names` implies, by name (e.g. ``"llvm"`` means
