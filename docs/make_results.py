@@ -1962,6 +1962,9 @@ FAIR_VNNI_ZEN4_PRIOR_CSV = "suite_fair-zen4-prior-vnni-amd-epyc-zen4-2026-12-07.
 #: ... its lost rows tuned again with PRIOR_ZEN4's parallel.balance held at PRIOR's
 ZEN4_BALANCE_ROWS_CSV = "suite_zen4-balance-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
 ZEN4_BALANCE_ROWS = ("GV1", "GV4", "D1", "C3D1", "C3D5")
+#: ... the matrix-vector rows and D1 tuned again with parallel.speedup in PRIOR_ZEN4
+ZEN4_SPEEDUP_ROWS_CSV = "suite_zen4-speedup-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
+ZEN4_SPEEDUP_ROWS = ("GV1", "GV2", "GV3", "GV4", "GV5", "D1")
 ZEN4_PRIOR_ROWS = ("C2D2", "D2", "T2", "B1", "B3", "C2D4", "T4", "T6")
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
@@ -2415,6 +2418,20 @@ TABLES: dict[str, Table] = {
             "(the table's rows: the whole table above)",
             where=lambda r: r["case"] in ZEN4_BALANCE_ROWS,
         ),
+        Table(  # ... and the matrix-vector rows with parallel.speedup in the prior
+            "suite-zen4-speedup-rows-2026-12-07",
+            (FAIR_VNNI_ZEN4_PRIOR_CSV, ZEN4_BALANCE_ROWS_CSV, ZEN4_SPEEDUP_ROWS_CSV),
+            rerun_columns(
+                {
+                    FAIR_VNNI_ZEN4_PRIOR_CSV: "the table (balance held at +1)",
+                    ZEN4_BALANCE_ROWS_CSV: "balance held at PRIOR's",
+                    ZEN4_SPEEDUP_ROWS_CSV: "parallel.speedup",
+                }
+            ),
+            f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_SPEEDUP_ROWS)}  "
+            "(the table's rows: the whole table above)",
+            where=lambda r: r["case"] in ZEN4_SPEEDUP_ROWS,
+        ),
         Table(  # ... the whole table again, the peak probe waiting for its threads
             "suite-fair-vnni-zen4-2026-12-07-probe-waits",
             (FAIR_VNNI_ZEN4_WAITS_CSV,),
@@ -2727,6 +2744,29 @@ TABLES: dict[str, Table] = {
             "--out lost.sqlite; python benchmarks/prior_margin.py lost.sqlite --arms margin,random "
             "--prior zen4-write-back=benchmarks/priors/dlboost-zen4-write-back-2026-12-07.json "
             "--prior zen4-balance=benchmarks/priors/dlboost-zen4-balance-2026-12-07.json",
+            rows=margin_replay_rows,
+        ),
+        Table(  # the Zen 4 prior with parallel.speedup, replayed on the 12 held-out cases
+            "prior-zen4-speedup-replay",
+            ("prior_margin_speedup-held-amd-epyc-f25m17-*.csv",),
+            PRIOR_ZEN4_REPLAY_COLUMNS,
+            "python benchmarks/prior_margin.py rand.sqlite --arms margin "
+            "--cases B1,B3,C2D2,D2,T2,T4,T6,C2D4,C3D2,G3,C1D1,GV3 "
+            "--prior zen4-balance=benchmarks/priors/dlboost-zen4-balance-2026-12-07.json "
+            "--prior zen4-speedup=benchmarks/priors/dlboost-zen4-speedup-2026-12-07.json  "
+            "(rand.sqlite: the records of the tables above)",
+            rows=margin_replay_rows,
+        ),
+        Table(  # ... and on fresh random programs of the matrix-vector products and D1
+            "prior-zen4-speedup-replay-gemv",
+            ("prior_margin_speedup-gemv-amd-epyc-f25m17-*.csv",),
+            PRIOR_ZEN4_REPLAY_COLUMNS,
+            "python benchmarks/prior_records.py --trials 160 --seed 7 --cases GV1,GV4,D1 "
+            "--out lost.sqlite (the table above's); python benchmarks/prior_records.py --trials "
+            "160 --seed 7 --cases GV2,GV5 --out gemv.sqlite; python benchmarks/prior_margin.py "
+            "lost.sqlite gemv.sqlite --arms margin,random --cases GV1,GV2,GV4,GV5,D1 "
+            "--prior zen4-balance=benchmarks/priors/dlboost-zen4-balance-2026-12-07.json "
+            "--prior zen4-speedup=benchmarks/priors/dlboost-zen4-speedup-2026-12-07.json",
             rows=margin_replay_rows,
         ),
         Table(  # the same, in tunes timed side by side
