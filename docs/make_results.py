@@ -1965,6 +1965,11 @@ ZEN4_BALANCE_ROWS = ("GV1", "GV4", "D1", "C3D1", "C3D5")
 #: ... the matrix-vector rows and D1 tuned again with parallel.speedup in PRIOR_ZEN4
 ZEN4_SPEEDUP_ROWS_CSV = "suite_zen4-speedup-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
 ZEN4_SPEEDUP_ROWS = ("GV1", "GV2", "GV3", "GV4", "GV5", "D1")
+#: ... and the 12 held-out cases' rows and the padded 3-D convolutions with it
+ZEN4_SPEEDUP_HELD_CSV = "suite_zen4-speedup-held-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
+ZEN4_SPEEDUP_HELD = (
+    "B1", "B3", "C2D2", "C2D4", "C1D1", "D2", "T2", "T4", "T6", "C3D1", "C3D3", "C3D5",
+)  # fmt: skip
 ZEN4_PRIOR_ROWS = ("C2D2", "D2", "T2", "B1", "B3", "C2D4", "T4", "T6")
 #: the 12 rows of the Emerald Rapids table whose convergence count was open, both tuners given
 #: twice the budget (2026-12-05)
@@ -2431,6 +2436,19 @@ TABLES: dict[str, Table] = {
             f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_SPEEDUP_ROWS)}  "
             "(the table's rows: the whole table above)",
             where=lambda r: r["case"] in ZEN4_SPEEDUP_ROWS,
+        ),
+        Table(  # ... and the held-out cases' rows and the padded 3-D convolutions
+            "suite-zen4-speedup-held-rows-2026-12-07",
+            (FAIR_VNNI_ZEN4_PRIOR_CSV, ZEN4_SPEEDUP_HELD_CSV),
+            rerun_columns(
+                {
+                    FAIR_VNNI_ZEN4_PRIOR_CSV: "the table (balance held at +1)",
+                    ZEN4_SPEEDUP_HELD_CSV: "parallel.speedup",
+                }
+            ),
+            f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_SPEEDUP_HELD)}  "
+            "(the table's rows: the whole table above)",
+            where=lambda r: r["case"] in ZEN4_SPEEDUP_HELD,
         ),
         Table(  # ... the whole table again, the peak probe waiting for its threads
             "suite-fair-vnni-zen4-2026-12-07-probe-waits",
