@@ -1965,6 +1965,10 @@ ZEN4_BALANCE_ROWS = ("GV1", "GV4", "D1", "C3D1", "C3D5")
 #: ... the matrix-vector rows and D1 tuned again with parallel.speedup in PRIOR_ZEN4
 ZEN4_SPEEDUP_ROWS_CSV = "suite_zen4-speedup-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
 ZEN4_SPEEDUP_ROWS = ("GV1", "GV2", "GV3", "GV4", "GV5", "D1")
+#: ... and the table's other rows where both use VNNI, the morning after
+ZEN4_SPEEDUP_REST_CSV = "suite_zen4-speedup-rest-vnni-amd-epyc-zen4-2026-12-08.csv"
+#: ... and C3D6, which that run left out
+ZEN4_SPEEDUP_C3D6_CSV = "suite_zen4-speedup-c3d6-vnni-amd-epyc-zen4-2026-12-08.csv"
 #: ... and the 12 held-out cases' rows and the padded 3-D convolutions with it
 ZEN4_SPEEDUP_HELD_CSV = "suite_zen4-speedup-held-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
 ZEN4_SPEEDUP_HELD = (
@@ -2449,6 +2453,20 @@ TABLES: dict[str, Table] = {
             f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_SPEEDUP_HELD)}  "
             "(the table's rows: the whole table above)",
             where=lambda r: r["case"] in ZEN4_SPEEDUP_HELD,
+        ),
+        Table(  # every row where both use VNNI with the parallel.speedup prior, in 3 runs
+            "suite-fair-vnni-zen4-2026-12-08-speedup",
+            (
+                ZEN4_SPEEDUP_ROWS_CSV,
+                ZEN4_SPEEDUP_HELD_CSV,
+                ZEN4_SPEEDUP_REST_CSV,
+                ZEN4_SPEEDUP_C3D6_CSV,
+            ),
+            FAIR_VNNI_TURNS_COLUMNS,
+            f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_SPEEDUP_ROWS)}; "
+            f"... --cases {','.join(ZEN4_SPEEDUP_HELD)}; ... --cases <the table's other rows "
+            "but the scans and C3D6>; ... --cases C3D6",
+            summary=FAIR_VNNI_TURNS_SUMMARY,
         ),
         Table(  # ... the whole table again, the peak probe waiting for its threads
             "suite-fair-vnni-zen4-2026-12-07-probe-waits",
