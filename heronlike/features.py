@@ -145,7 +145,7 @@ class ScheduleFeatures:
             cores = max(1, int(space.target.cores))
             derived.append(("parallel.extent", _product_fn(parallel, log=True)))
             derived.append(("parallel.balance", _balance_fn(parallel, cores)))
-            launch = float(getattr(space.target, "parallel_launch_ops", 0.0)) / max(ops, 1)
+            launch = float(space.target.parallel_launch_ops) / max(ops, 1)
             derived.append(("parallel.speedup", _speedup_fn(parallel, regions, cores, launch)))
         for c in space.csp.constraints:
             if isinstance(c, Le) and isinstance(c.a, str) and isinstance(c.b, int) and c.b > 0:
@@ -220,12 +220,11 @@ def _speedup_fn(
 ) -> Callable[[Values], np.ndarray]:
     """``parallel.speedup`` (module docstring); ``launch`` is the launch's operations over the
     program's."""
-    raw = _product_fn(factors, log=False)
+    balance = _balance_fn(factors, cores)
     sizes = [_product_fn(region, log=False) for region in regions]
 
     def fn(values: Values) -> np.ndarray:
-        extent = raw(values)
-        busy = extent / np.ceil(extent / cores)
+        busy = balance(values) * cores  # extent / ceil(extent / cores): the cores kept busy
         launches = sum((size(values) > 1).astype(np.float64) for size in sizes)
         return np.log(busy) - np.log1p(launches * launch * busy)
 
