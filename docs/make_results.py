@@ -1969,6 +1969,8 @@ ZEN4_SPEEDUP_ROWS = ("GV1", "GV2", "GV3", "GV4", "GV5", "D1")
 ZEN4_SPEEDUP_REST_CSV = "suite_zen4-speedup-rest-vnni-amd-epyc-zen4-2026-12-08.csv"
 #: ... and C3D6, which that run left out
 ZEN4_SPEEDUP_C3D6_CSV = "suite_zen4-speedup-c3d6-vnni-amd-epyc-zen4-2026-12-08.csv"
+#: the whole fair table again in one run with parallel.speedup in PRIOR_ZEN4 (2026-12-08)
+FAIR_VNNI_ZEN4_SPEEDUP_CSV = "suite_fair-zen4-speedup-vnni-amd-epyc-zen4-2026-12-08.csv"
 #: ... and the 12 held-out cases' rows and the padded 3-D convolutions with it
 ZEN4_SPEEDUP_HELD_CSV = "suite_zen4-speedup-held-rows-vnni-amd-epyc-zen4-2026-12-07.csv"
 ZEN4_SPEEDUP_HELD = (
@@ -2146,9 +2148,9 @@ PADDING_SKIP_ZEN5_CSV = "padding_skip-amd-epyc-f26m2-2026-12-01.csv"
 #: the README's summary of the fair DL Boost tables, one row per machine: its short name and
 #: the docs/results.md section of its table
 FAIR_MACHINES = {
-    FAIR_VNNI_ZEN4_PRIOR_CSV: (
+    FAIR_VNNI_ZEN4_SPEEDUP_CSV: (
         "AMD EPYC Zen 4 (its own prior)",
-        "the-fair-table-on-a-zen-4-with-its-own-prior-2026-12-07-evening",
+        "the-fair-table-on-a-zen-4-with-the-launch-in-its-prior-2026-12-08",
     ),
     "suite_fair-rule-vnni-intel-xeon-emr-2026-12-05.csv": (
         "Intel Xeon, Emerald Rapids (PyTorch capped at VNNI)",
@@ -2466,6 +2468,13 @@ TABLES: dict[str, Table] = {
             f"python benchmarks/suite.py --quick --cases {','.join(ZEN4_SPEEDUP_ROWS)}; "
             f"... --cases {','.join(ZEN4_SPEEDUP_HELD)}; ... --cases <the table's other rows "
             "but the scans and C3D6>; ... --cases C3D6",
+            summary=FAIR_VNNI_TURNS_SUMMARY,
+        ),
+        Table(  # ... and the whole table in one run with it
+            "suite-fair-vnni-zen4-2026-12-08-speedup-table",
+            (FAIR_VNNI_ZEN4_SPEEDUP_CSV,),
+            FAIR_VNNI_TURNS_COLUMNS,
+            FAIR_VNNI_CMD,
             summary=FAIR_VNNI_TURNS_SUMMARY,
         ),
         Table(  # ... the whole table again, the peak probe waiting for its threads
