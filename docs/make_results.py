@@ -1929,6 +1929,14 @@ RERUN_D2_ZEN4_CSV = "suite_rerun-d2-gv3-t6-vnni-amd-epyc-zen4-2026-12-07.csv"
 SPREAD_T4_T6_ZEN4_CSV = "suite_spread-zeros-t4-t6-vnni-amd-epyc-zen4-2026-12-07.csv"
 
 
+def fair_vnni_turns_table(name: str, csv: str) -> Table:
+    """One whole fair table (``--table --quick``) on a VNNI CPU, read against the peak of each
+    turn of the harness's samples, with its summary rows."""
+    return Table(
+        name, (csv,), FAIR_VNNI_TURNS_COLUMNS, FAIR_VNNI_CMD, summary=FAIR_VNNI_TURNS_SUMMARY
+    )
+
+
 def rerun_columns(again: str | dict[str, str]) -> tuple[Col, ...]:
     """The columns of rows run again beside the same rows of the whole table of that morning
     (:data:`FAIR_VNNI_ZEN4_WAITS_CSV`); the run column names the second run ``again`` (or each
@@ -2402,19 +2410,11 @@ TABLES: dict[str, Table] = {
             "--cases <the 37 GEMM and convolution cases>",
             summary=launch_summary,
         ),
-        Table(  # ... on a Zen 4, the peak read before every turn of the harness's samples
-            "suite-fair-vnni-zen4-2026-12-07-turns",
-            (FAIR_VNNI_ZEN4_TURNS_CSV,),
-            FAIR_VNNI_TURNS_COLUMNS,
-            FAIR_VNNI_CMD,
-            summary=FAIR_VNNI_TURNS_SUMMARY,
-        ),
-        Table(  # ... the whole table again that evening, with the Zen 4 prior
-            "suite-fair-vnni-zen4-2026-12-07-zen4-prior",
-            (FAIR_VNNI_ZEN4_PRIOR_CSV,),
-            FAIR_VNNI_TURNS_COLUMNS,
-            FAIR_VNNI_CMD,
-            summary=FAIR_VNNI_TURNS_SUMMARY,
+        # ... on a Zen 4, the peak read before every turn of the harness's samples
+        fair_vnni_turns_table("suite-fair-vnni-zen4-2026-12-07-turns", FAIR_VNNI_ZEN4_TURNS_CSV),
+        # ... the whole table again that evening, with the Zen 4 prior
+        fair_vnni_turns_table(
+            "suite-fair-vnni-zen4-2026-12-07-zen4-prior", FAIR_VNNI_ZEN4_PRIOR_CSV
         ),
         Table(  # ... its lost rows tuned again with the prior's balance weight held at PRIOR's
             "suite-zen4-balance-rows-2026-12-07",
@@ -2470,19 +2470,13 @@ TABLES: dict[str, Table] = {
             "but the scans and C3D6>; ... --cases C3D6",
             summary=FAIR_VNNI_TURNS_SUMMARY,
         ),
-        Table(  # ... and the whole table in one run with it
-            "suite-fair-vnni-zen4-2026-12-08-speedup-table",
-            (FAIR_VNNI_ZEN4_SPEEDUP_CSV,),
-            FAIR_VNNI_TURNS_COLUMNS,
-            FAIR_VNNI_CMD,
-            summary=FAIR_VNNI_TURNS_SUMMARY,
+        # ... and the whole table in one run with it
+        fair_vnni_turns_table(
+            "suite-fair-vnni-zen4-2026-12-08-speedup-table", FAIR_VNNI_ZEN4_SPEEDUP_CSV
         ),
-        Table(  # ... the whole table again, the peak probe waiting for its threads
-            "suite-fair-vnni-zen4-2026-12-07-probe-waits",
-            (FAIR_VNNI_ZEN4_WAITS_CSV,),
-            FAIR_VNNI_TURNS_COLUMNS,
-            FAIR_VNNI_CMD,
-            summary=FAIR_VNNI_TURNS_SUMMARY,
+        # ... the whole table again, the peak probe waiting for its threads
+        fair_vnni_turns_table(
+            "suite-fair-vnni-zen4-2026-12-07-probe-waits", FAIR_VNNI_ZEN4_WAITS_CSV
         ),
         Table(  # ... its lost rows and its lowest % of peak tuned again, beside the table's rows
             "suite-rerun-d2-gv3-t6-zen4-2026-12-07",
